@@ -1,0 +1,87 @@
+// swift-tools-version: 6.2
+// SPDX-License-Identifier: Apache-2.0
+
+import PackageDescription
+
+/// Upcoming language features applied to every target (see STYLE §6).
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+    .enableUpcomingFeature("NonisolatedNonsendingByDefault"),
+]
+
+let package = Package(
+    name: "SettingsBus",
+    products: [
+        .library(name: "DBus", targets: ["DBus"]),
+        .library(name: "SettingsModel", targets: ["SettingsModel"]),
+        .library(name: "SettingsBroker", targets: ["SettingsBroker"]),
+        .library(name: "SettingsBusTesting", targets: ["SettingsBusTesting"]),
+        .executable(name: "settings-broker", targets: ["settings-broker"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CDBus",
+            pkgConfig: "dbus-1",
+            providers: [.apt(["libdbus-1-dev"])]
+        ),
+        .target(
+            name: "DBus",
+            dependencies: ["CDBus"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "SettingsModel",
+            dependencies: ["DBus"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "SettingsBroker",
+            dependencies: [
+                "DBus",
+                "SettingsModel",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "settings-broker",
+            dependencies: [
+                "SettingsBroker",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "SettingsBusTesting",
+            dependencies: ["DBus"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "DBusTests",
+            dependencies: ["DBus", "SettingsBusTesting"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SettingsModelTests",
+            dependencies: ["SettingsModel", "DBus"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SettingsBrokerTests",
+            dependencies: ["SettingsBroker", "SettingsModel", "DBus", "SettingsBusTesting"],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

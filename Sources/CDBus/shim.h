@@ -1,0 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// The one C header of SettingsBus: libdbus, as Debian's libdbus-1-dev installs it.
+#ifndef SETTINGSBUS_CDBUS_SHIM_H
+#define SETTINGSBUS_CDBUS_SHIM_H
+#include <dbus/dbus.h>
+#endif
