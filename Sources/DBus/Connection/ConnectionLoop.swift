@@ -1,0 +1,350 @@
+// SPDX-License-Identifier: Apache-2.0
+
+// Design note: the threading model of a connection.
+//
+// Each libdbus connection is owned by one dedicated thread, its loop. Every libdbus call for the connection
+// runs on that thread, as a job taken from a queue; Swift tasks enqueue jobs and await continuations, so no
+// Swift task ever blocks inside libdbus. The loop polls the connection's watch file descriptors, its
+// timeouts, the deadlines of pending calls and an eventfd that `enqueue` writes to wake it. Received messages
+// are decoded into Swift values on the loop and then routed: replies complete pending calls, signals go to
+// the streams whose match rule they satisfy, method calls go to exported objects (whose handlers run as
+// Swift tasks and send their replies back as jobs). When the connection closes or is lost, every pending call
+// fails with `Disconnected`, every stream ends, and jobs enqueued afterwards are refused.
+
+internal import CDBus
+internal import Foundation
+internal import Glibc
+import Synchronization
+
+/// The owner thread of one libdbus connection and all the state that only that thread touches.
+///
+/// This type is manually `Sendable` because its mutable state is touched only on its own loop thread: other
+/// threads reach it solely through ``enqueue(_:)``, which goes through the `Mutex`-protected job queue and an
+/// eventfd. The C callbacks that libdbus invokes are called only from libdbus calls made on the loop thread.
+final class ConnectionLoop: @unchecked Sendable {
+    typealias Job = @Sendable (ConnectionLoop) -> Void
+
+    private struct JobQueue {
+        var jobs: [Job] = []
+        var closed = false
+    }
+
+    private let queue = Mutex(JobQueue())
+    private let wakeFD: Int32
+    private let exited = Mutex<[CheckedContinuation<Void, Never>]?>([])
+
+    // MARK: Loop-thread state
+
+    /// The libdbus connection; nil once closed.
+    var connection: OpaquePointer?
+    /// Whether the connection is to a message bus (as opposed to a peer).
+    var isBusConnection = true
+    /// Why the connection ended, once it has.
+    var endReason: DBusError?
+    private var shouldExit = false
+    private var watches: [UnsafeMutableRawPointer: OpaquePointer] = [:]
+    private var timeouts: [UnsafeMutableRawPointer: (timeout: OpaquePointer, start: Int64)] = [:]
+    var pendingCalls: [UInt32: PendingCall] = [:]
+    var rules: [String: RuleState] = [:]
+    var trackedNames: [String: NameTrack] = [:]
+    var objects: [ObjectPath: ExportedObject] = [:]
+    /// The connection that owns this loop, for method-call contexts; weak to avoid a cycle.
+    weak var owner: DBusConnection?
+
+    init() throws(DBusError) {
+        let fd = eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK))
+        guard fd >= 0 else {
+            throw DBusError(.failed, "cannot create an eventfd for the connection loop: errno \(errno)")
+        }
+        wakeFD = fd
+    }
+
+    deinit {
+        close(wakeFD)
+    }
+
+    // MARK: - Jobs
+
+    /// Runs a job on the loop thread. Returns false (and drops the job) when the loop has ended.
+    @discardableResult
+    func enqueue(_ job: @escaping Job) -> Bool {
+        let accepted = queue.withLock { state -> Bool in
+            guard !state.closed else { return false }
+            state.jobs.append(job)
+            return true
+        }
+        if accepted { wake() }
+        return accepted
+    }
+
+    private func wake() {
+        var one: UInt64 = 1
+        _ = withUnsafeBytes(of: &one) { write(wakeFD, $0.baseAddress, 8) }
+    }
+
+    /// Runs a job on the loop thread and returns its result; fails with `Disconnected` once the loop ended.
+    func perform<T: Sendable>(_ body: @escaping @Sendable (ConnectionLoop) throws(DBusError) -> T) async throws(DBusError)
+        -> T
+    {
+        let result: Result<T, DBusError> = await withCheckedContinuation { continuation in
+            let accepted = enqueue { loop in
+                do throws(DBusError) {
+                    continuation.resume(returning: .success(try body(loop)))
+                } catch {
+                    continuation.resume(returning: .failure(error))
+                }
+            }
+            if !accepted { continuation.resume(returning: .failure(ConnectionLoop.closedError)) }
+        }
+        return try result.get()
+    }
+
+    static let closedError = DBusError(.disconnected, "the D-Bus connection is closed")
+
+    /// Waits until the loop thread has finished.
+    func waitUntilExited() async {
+        await withCheckedContinuation { continuation in
+            let done = exited.withLock { waiters -> Bool in
+                guard waiters != nil else { return true }
+                waiters!.append(continuation)
+                return false
+            }
+            if done { continuation.resume() }
+        }
+    }
+
+    // MARK: - Thread
+
+    /// Starts the loop thread, which first runs `open` to make the connection.
+    func start(open: @escaping @Sendable (ConnectionLoop) -> Void) {
+        let thread = Thread { [self] in
+            open(self)
+            if connection != nil { run() }
+            finish()
+        }
+        thread.name = "dbus-connection"
+        thread.stackSize = 8 << 20
+        thread.start()
+    }
+
+    private func run() {
+        while true {
+            runJobs()
+            if shouldExit || connection == nil { return }
+            dispatchAll()
+            pollOnce()
+            fireTimeouts()
+            expireCalls(now: monotonicMillis())
+        }
+    }
+
+    private func runJobs() {
+        let jobs = queue.withLock { state -> [Job] in
+            let jobs = state.jobs
+            state.jobs.removeAll(keepingCapacity: true)
+            return jobs
+        }
+        for job in jobs { job(self) }
+    }
+
+    /// Ends the connection (if still open), refuses new jobs, runs the ones queued so they fail cleanly.
+    private func finish() {
+        if connection != nil { closeConnection(reason: ConnectionLoop.closedError) }
+        let remaining = queue.withLock { state -> [Job] in
+            state.closed = true
+            let jobs = state.jobs
+            state.jobs = []
+            return jobs
+        }
+        for job in remaining { job(self) }
+        let waiters = exited.withLock { waiters -> [CheckedContinuation<Void, Never>] in
+            let list = waiters ?? []
+            waiters = nil
+            return list
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Asks the loop to close the connection and exit. Loop thread only.
+    func requestExit() {
+        shouldExit = true
+    }
+
+    /// Closes the libdbus connection and fails everything that waits on it. Loop thread only.
+    func closeConnection(reason: DBusError) {
+        guard let pointer = connection else { return }
+        endReason = reason
+        connection = nil
+        shouldExit = true
+        failAllPending(reason)
+        finishAllStreams()
+        dbus_connection_close(pointer)
+        dbus_connection_unref(pointer)
+        watches.removeAll()
+        timeouts.removeAll()
+    }
+
+    // MARK: - Polling
+
+    private func dispatchAll() {
+        guard let pointer = connection else { return }
+        while connection != nil, dbus_connection_dispatch(pointer) == DBUS_DISPATCH_DATA_REMAINS {}
+    }
+
+    private func pollOnce() {
+        var fds = [pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
+        var polled: [(key: UnsafeMutableRawPointer, watch: OpaquePointer)] = []
+        for (key, watch) in watches where dbus_watch_get_enabled(watch) != 0 {
+            let flags = dbus_watch_get_flags(watch)
+            var events: Int16 = 0
+            if flags & DBUS_WATCH_READABLE.rawValue != 0 { events |= Int16(POLLIN) }
+            if flags & DBUS_WATCH_WRITABLE.rawValue != 0 { events |= Int16(POLLOUT) }
+            fds.append(pollfd(fd: dbus_watch_get_unix_fd(watch), events: events, revents: 0))
+            polled.append((key, watch))
+        }
+        let timeout = pollTimeout()
+        let count = poll(&fds, nfds_t(fds.count), timeout)
+        guard count > 0 else { return }
+        if fds[0].revents != 0 {
+            var value: UInt64 = 0
+            _ = withUnsafeMutableBytes(of: &value) { read(wakeFD, $0.baseAddress, 8) }
+        }
+        for (index, entry) in polled.enumerated() {
+            let revents = fds[index + 1].revents
+            guard revents != 0, connection != nil, watches[entry.key] == entry.watch else { continue }
+            var flags: UInt32 = 0
+            if revents & Int16(POLLIN) != 0 { flags |= DBUS_WATCH_READABLE.rawValue }
+            if revents & Int16(POLLOUT) != 0 { flags |= DBUS_WATCH_WRITABLE.rawValue }
+            if revents & Int16(POLLERR) != 0 { flags |= DBUS_WATCH_ERROR.rawValue }
+            if revents & Int16(POLLHUP) != 0 { flags |= DBUS_WATCH_HANGUP.rawValue }
+            _ = dbus_watch_handle(entry.watch, flags)
+        }
+    }
+
+    /// Milliseconds until the nearest libdbus timeout or call deadline; -1 for none.
+    private func pollTimeout() -> Int32 {
+        let now = monotonicMillis()
+        var nearest = Int64.max
+        for entry in timeouts.values where dbus_timeout_get_enabled(entry.timeout) != 0 {
+            nearest = min(nearest, entry.start + Int64(dbus_timeout_get_interval(entry.timeout)))
+        }
+        if let deadline = nearestCallDeadline() { nearest = min(nearest, deadline) }
+        guard nearest != Int64.max else { return -1 }
+        return Int32(clamping: max(0, nearest - now))
+    }
+
+    private func fireTimeouts() {
+        let now = monotonicMillis()
+        for key in Array(timeouts.keys) {
+            guard let entry = timeouts[key], dbus_timeout_get_enabled(entry.timeout) != 0 else { continue }
+            if now >= entry.start + Int64(dbus_timeout_get_interval(entry.timeout)) {
+                timeouts[key]?.start = now
+                _ = dbus_timeout_handle(entry.timeout)
+            }
+        }
+    }
+
+    // MARK: - libdbus hooks
+
+    /// Installs the watch, timeout, wake-up and filter functions on a freshly opened connection.
+    func install(on pointer: OpaquePointer) -> Bool {
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        guard
+            dbus_connection_set_watch_functions(
+                pointer,
+                { watch, data in
+                    let loop = Unmanaged<ConnectionLoop>.fromOpaque(data!).takeUnretainedValue()
+                    loop.watches[UnsafeMutableRawPointer(watch!)] = watch!
+                    return 1
+                },
+                { watch, data in
+                    let loop = Unmanaged<ConnectionLoop>.fromOpaque(data!).takeUnretainedValue()
+                    loop.watches[UnsafeMutableRawPointer(watch!)] = nil
+                },
+                { _, _ in },
+                context, nil) != 0,
+            dbus_connection_set_timeout_functions(
+                pointer,
+                { timeout, data in
+                    let loop = Unmanaged<ConnectionLoop>.fromOpaque(data!).takeUnretainedValue()
+                    loop.timeouts[UnsafeMutableRawPointer(timeout!)] = (timeout!, monotonicMillis())
+                    return 1
+                },
+                { timeout, data in
+                    let loop = Unmanaged<ConnectionLoop>.fromOpaque(data!).takeUnretainedValue()
+                    loop.timeouts[UnsafeMutableRawPointer(timeout!)] = nil
+                },
+                { timeout, data in
+                    let loop = Unmanaged<ConnectionLoop>.fromOpaque(data!).takeUnretainedValue()
+                    loop.timeouts[UnsafeMutableRawPointer(timeout!)]?.start = monotonicMillis()
+                },
+                context, nil) != 0,
+            dbus_connection_add_filter(
+                pointer,
+                { _, message, data in
+                    let loop = Unmanaged<ConnectionLoop>.fromOpaque(data!).takeUnretainedValue()
+                    loop.handleIncoming(message!)
+                    return DBUS_HANDLER_RESULT_HANDLED
+                },
+                context, nil) != 0
+        else { return false }
+        dbus_connection_set_wakeup_main_function(
+            pointer,
+            { data in Unmanaged<ConnectionLoop>.fromOpaque(data!).takeUnretainedValue().wake() },
+            context, nil)
+        return true
+    }
+
+    // MARK: - Incoming messages
+
+    private func handleIncoming(_ pointer: OpaquePointer) {
+        if dbus_message_is_signal(pointer, "org.freedesktop.DBus.Local", "Disconnected") != 0 {
+            closeConnection(reason: DBusError(.disconnected, "the connection to the D-Bus peer was lost"))
+            return
+        }
+        let message: DBusMessage
+        do {
+            message = try MessageCoding.decode(pointer)
+        } catch {
+            rejectUndecodable(pointer, error)
+            return
+        }
+        switch message.kind {
+        case .methodReturn, .error: completeCall(with: message)
+        case .signal: deliverSignal(message)
+        case .methodCall: dispatchMethodCall(message)
+        }
+    }
+
+    /// Answers a method call whose arguments could not be read; other undecodable messages are dropped.
+    private func rejectUndecodable(_ pointer: OpaquePointer, _ error: DBusError) {
+        guard dbus_message_get_type(pointer) == DBUS_MESSAGE_TYPE_METHOD_CALL,
+            dbus_message_get_no_reply(pointer) == 0
+        else { return }
+        var reply = DBusMessage(kind: .error, body: [.string(error.message)])
+        reply.errorName = .invalidArgs
+        reply.replySerial = dbus_message_get_serial(pointer)
+        if let sender = dbus_message_get_sender(pointer) { reply.destination = BusName(trusted: String(cString: sender)) }
+        send(reply)
+    }
+
+    // MARK: - Sending
+
+    /// Sends a validated message; returns its serial, or nil if it could not be queued. Loop thread only.
+    @discardableResult
+    func send(_ message: DBusMessage) -> UInt32? {
+        guard let connection else { return nil }
+        guard let pointer = try? MessageCoding.encode(message) else { return nil }
+        defer { dbus_message_unref(pointer) }
+        var serial: UInt32 = 0
+        guard dbus_connection_send(connection, pointer, &serial) != 0 else { return nil }
+        return serial
+    }
+}
+
+/// Milliseconds on a monotonic clock.
+func monotonicMillis() -> Int64 {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
+}

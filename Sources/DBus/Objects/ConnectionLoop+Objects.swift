@@ -1,0 +1,207 @@
+// SPDX-License-Identifier: Apache-2.0
+
+/// An object exported at one path.
+struct ExportedObject {
+    var interfaces: [DBusInterface]
+
+    func interface(_ name: InterfaceName) -> DBusInterface? { interfaces.first { $0.name == name } }
+}
+
+extension ConnectionLoop {
+    // MARK: - Method-call dispatch
+
+    /// Routes a method call to an exported object, or answers it with the standard error. Loop thread only.
+    func dispatchMethodCall(_ message: DBusMessage) {
+        guard let path = message.path, let member = message.member else { return }
+        let interfaceName = message.interface?.rawValue
+        if interfaceName == "org.freedesktop.DBus.Introspectable" || (interfaceName == nil && member == "Introspect") {
+            guard member == "Introspect", message.body.isEmpty else {
+                return replyError(message, .unknownMethod, "no method \(member) with signature '\(message.signature)' on org.freedesktop.DBus.Introspectable")
+            }
+            let children = childNames(of: path)
+            guard objects[path] != nil || !children.isEmpty else {
+                return replyError(message, .unknownObject, "no object at path \(path)")
+            }
+            reply(message, [.string(Introspection.document(interfaces: objects[path]?.interfaces, children: children))])
+            return
+        }
+        guard let object = objects[path] else {
+            return replyError(message, .unknownObject, "no object at path \(path)")
+        }
+        if interfaceName == "org.freedesktop.DBus.Properties" {
+            return dispatchProperties(message, object: object, path: path)
+        }
+        let method: DBusMethod
+        if let name = message.interface {
+            guard let interface = object.interface(name) else {
+                return replyError(message, .unknownInterface, "object \(path) has no interface \(name)")
+            }
+            guard let found = interface.methods.first(where: { $0.name == member }) else {
+                return replyError(message, .unknownMethod, "interface \(name) has no method \(member)")
+            }
+            method = found
+        } else {
+            guard let found = object.interfaces.lazy.flatMap(\.methods).first(where: { $0.name == member }) else {
+                return replyError(message, .unknownMethod, "object \(path) has no method \(member)")
+            }
+            method = found
+        }
+        let expected = Signature(types: method.inputs.map(\.type))
+        guard message.signature == expected else {
+            return replyError(
+                message, .invalidArgs,
+                "\(method.name) takes arguments of type '\(expected)', but the call carried '\(message.signature)'")
+        }
+        let outputs = Signature(types: method.outputs.map(\.type))
+        let call = DBusMethodCall(message: message)
+        let handler = method.handler
+        respond(to: message) {
+            let values = try await handler(call)
+            guard Signature(types: values.map(\.type)) == outputs else {
+                throw DBusError(
+                    .failed,
+                    "the handler of \(call.message.member!) returned '\(Signature(types: values.map(\.type)))' instead of '\(outputs)'")
+            }
+            return values
+        }
+    }
+
+    /// Runs `body` as a task and sends its values, or its error, as the reply to `message`.
+    func respond(to message: DBusMessage, _ body: @escaping @Sendable () async throws -> [DBusValue]) {
+        Task { [self] in
+            let reply: DBusMessage
+            do {
+                let values = try await body()
+                var candidate = DBusMessage.methodReturn(to: message, body: values)
+                do { try candidate.validate() } catch let error as DBusError {
+                    candidate = .error(replyingTo: message, DBusError(.failed, "invalid reply: \(error.message)"))
+                } catch {
+                    candidate = .error(replyingTo: message, DBusError(.failed, "invalid reply: \(error)"))
+                }
+                reply = candidate
+            } catch let error as DBusError {
+                reply = .error(replyingTo: message, ConnectionLoop.sendable(error))
+            } catch {
+                reply = .error(replyingTo: message, DBusError(.failed, String(describing: error)))
+            }
+            guard !message.noReplyExpected else { return }
+            enqueue { $0.send(reply) }
+        }
+    }
+
+    /// An error whose name can be sent: an invalid name is replaced by `Failed`, keeping it in the message.
+    static func sendable(_ error: DBusError) -> DBusError {
+        do {
+            try NameValidation.check(error.name.rawValue, as: .errorName)
+            return error
+        } catch {
+            return DBusError(.failed, "\(error.name.rawValue): \(error.message)")
+        }
+    }
+
+    func reply(_ message: DBusMessage, _ values: [DBusValue]) {
+        guard !message.noReplyExpected else { return }
+        send(.methodReturn(to: message, body: values))
+    }
+
+    func replyError(_ message: DBusMessage, _ name: DBusError.Name, _ text: String) {
+        guard !message.noReplyExpected else { return }
+        send(.error(replyingTo: message, DBusError(name, text)))
+    }
+
+    /// The names of the path elements directly below `path` that lead to exported objects.
+    func childNames(of path: ObjectPath) -> [String] {
+        let prefix = path.rawValue == "/" ? "/" : path.rawValue + "/"
+        var names = Set<String>()
+        for key in objects.keys where key.rawValue.hasPrefix(prefix) && key != path {
+            let rest = key.rawValue.dropFirst(prefix.count)
+            if let first = rest.split(separator: "/").first { names.insert(String(first)) }
+        }
+        return names.sorted()
+    }
+
+    // MARK: - org.freedesktop.DBus.Properties
+
+    private func dispatchProperties(_ message: DBusMessage, object: ExportedObject, path: ObjectPath) {
+        let member = message.member!.rawValue
+        let body = message.body
+        func lookup(_ interfaceValue: DBusValue) -> DBusInterface? {
+            guard case .string(let text) = interfaceValue, let name = try? InterfaceName(text),
+                let interface = object.interface(name)
+            else {
+                replyError(message, .unknownInterface, "object \(path) has no interface \(interfaceValue)")
+                return nil
+            }
+            return interface
+        }
+        func property(_ interface: DBusInterface, _ nameValue: DBusValue) -> DBusProperty? {
+            guard case .string(let text) = nameValue, let found = interface.properties.first(where: { $0.name.rawValue == text })
+            else {
+                replyError(message, .unknownProperty, "interface \(interface.name) has no property \(nameValue)")
+                return nil
+            }
+            return found
+        }
+        switch (member, message.signature.text) {
+        case ("Get", "ss"):
+            guard let interface = lookup(body[0]), let property = property(interface, body[1]) else { return }
+            respond(to: message) {
+                let value = try await property.getter()
+                guard value.type == property.type else {
+                    throw DBusError(.failed, "property \(property.name) produced '\(value.type)', not '\(property.type)'")
+                }
+                return [.variant(value)]
+            }
+        case ("GetAll", "s"):
+            guard let interface = lookup(body[0]) else { return }
+            respond(to: message) {
+                var entries: [DBusDictEntry] = []
+                for property in interface.properties {
+                    let value = try await property.getter()
+                    entries.append(DBusDictEntry(key: .string(property.name.rawValue), value: .variant(value)))
+                }
+                return [.dictionary(key: .string, value: .variant, entries)]
+            }
+        case ("Set", "ssv"):
+            guard let interface = lookup(body[0]), let property = property(interface, body[1]) else { return }
+            guard let setter = property.setter else {
+                return replyError(message, .propertyReadOnly, "property \(property.name) is read-only")
+            }
+            guard case .variant(let value) = body[2], value.type == property.type else {
+                return replyError(message, .invalidArgs, "property \(property.name) has type '\(property.type)'")
+            }
+            let interfaceName = interface.name
+            respond(to: message) { [self] in
+                try await setter(value)
+                let changed = property.changeSignal
+                if changed == .emitsValue || changed == .invalidates {
+                    let signal = ConnectionLoop.propertiesChanged(
+                        path: path, interface: interfaceName,
+                        changed: changed == .emitsValue ? [property.name: value] : [:],
+                        invalidated: changed == .invalidates ? [property.name] : [])
+                    enqueue { $0.send(signal) }
+                }
+                return []
+            }
+        default:
+            replyError(
+                message, .unknownMethod,
+                "no method \(member) with signature '\(message.signature)' on org.freedesktop.DBus.Properties")
+        }
+    }
+
+    /// The `PropertiesChanged` signal for some properties of an interface.
+    static func propertiesChanged(
+        path: ObjectPath, interface: InterfaceName, changed: [MemberName: DBusValue], invalidated: [MemberName]
+    ) -> DBusMessage {
+        let entries = changed.sorted { $0.key < $1.key }.map {
+            DBusDictEntry(key: .string($0.key.rawValue), value: .variant($0.value))
+        }
+        return .signal(
+            path: path, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged",
+            body: [
+                .string(interface.rawValue), .dictionary(key: .string, value: .variant, entries),
+                .array(.string, invalidated.map { .string($0.rawValue) }),
+            ])
+    }
+}

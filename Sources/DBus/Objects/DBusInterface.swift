@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: Apache-2.0
+
+/// An interface that an exported object implements: its methods, signals and properties.
+///
+/// ```swift
+/// let greeter = DBusInterface(name: "org.example.Greeter1", methods: [
+///     DBusMethod(name: "Hello", inputs: [.init("name", .string)], outputs: [.init("greeting", .string)]) { call in
+///         guard case .string(let name) = call.arguments[0] else { return [] }
+///         return [.string("Hello, \(name)!")]
+///     },
+/// ])
+/// try await connection.export([greeter], at: "/org/example/Greeter1")
+/// ```
+public struct DBusInterface: Sendable {
+    /// The interface name.
+    public var name: InterfaceName
+    /// The methods.
+    public var methods: [DBusMethod]
+    /// The signals the object emits (for introspection).
+    public var signals: [DBusSignal]
+    /// The properties, served through `org.freedesktop.DBus.Properties`.
+    public var properties: [DBusProperty]
+
+    /// Makes an interface.
+    public init(
+        name: InterfaceName, methods: [DBusMethod] = [], signals: [DBusSignal] = [], properties: [DBusProperty] = []
+    ) {
+        self.name = name
+        self.methods = methods
+        self.signals = signals
+        self.properties = properties
+    }
+}
+
+/// A named, typed argument of a method or signal.
+public struct DBusArgument: Sendable, Hashable {
+    /// The name shown by introspection.
+    public var name: String
+    /// The type.
+    public var type: DBusType
+
+    /// Makes an argument.
+    public init(_ name: String, _ type: DBusType) {
+        self.name = name
+        self.type = type
+    }
+}
+
+/// A method of an exported interface and the async handler that serves it.
+///
+/// The connection checks the call's arguments against ``inputs`` before the handler runs (a mismatch is
+/// answered with `org.freedesktop.DBus.Error.InvalidArgs`) and the handler's results against ``outputs``. A
+/// handler that throws a ``DBusError`` sends that error; any other error is sent as
+/// `org.freedesktop.DBus.Error.Failed` with its description.
+///
+/// - Important: Handlers run as concurrent tasks, one per call, so two calls may be served in any order.
+public struct DBusMethod: Sendable {
+    /// The method name.
+    public var name: MemberName
+    /// The input arguments.
+    public var inputs: [DBusArgument]
+    /// The output arguments.
+    public var outputs: [DBusArgument]
+    /// The handler; it returns the output values.
+    public var handler: @Sendable (DBusMethodCall) async throws -> [DBusValue]
+
+    /// Makes a method.
+    public init(
+        name: MemberName, inputs: [DBusArgument] = [], outputs: [DBusArgument] = [],
+        handler: @escaping @Sendable (DBusMethodCall) async throws -> [DBusValue]
+    ) {
+        self.name = name
+        self.inputs = inputs
+        self.outputs = outputs
+        self.handler = handler
+    }
+}
+
+/// A received method call, as a handler sees it.
+public struct DBusMethodCall: Sendable {
+    /// The whole message.
+    public var message: DBusMessage
+    /// The arguments, already checked against the method's input types.
+    public var arguments: [DBusValue] { message.body }
+    /// The unique bus name of the caller, if the connection is to a bus.
+    public var sender: BusName? { message.sender }
+}
+
+/// A signal an exported interface emits, described for introspection.
+public struct DBusSignal: Sendable, Hashable {
+    /// The signal name.
+    public var name: MemberName
+    /// Its arguments.
+    public var arguments: [DBusArgument]
+
+    /// Makes a signal description.
+    public init(name: MemberName, arguments: [DBusArgument] = []) {
+        self.name = name
+        self.arguments = arguments
+    }
+}
+
+/// A property of an exported interface.
+public struct DBusProperty: Sendable {
+    /// How `org.freedesktop.DBus.Properties.PropertiesChanged` reports changes of the property.
+    public enum ChangeSignal: String, Sendable {
+        /// The signal carries the new value.
+        case emitsValue = "true"
+        /// The signal names the property without its value.
+        case invalidates
+        /// The property never changes.
+        case constant = "const"
+        /// Changes are not announced.
+        case none = "false"
+    }
+
+    /// The property name.
+    public var name: MemberName
+    /// The property's type.
+    public var type: DBusType
+    /// How changes are announced.
+    public var changeSignal: ChangeSignal
+    /// Reads the value.
+    public var getter: @Sendable () async throws -> DBusValue
+    /// Writes the value; nil for a read-only property.
+    public var setter: (@Sendable (DBusValue) async throws -> Void)?
+
+    /// Makes a property; pass `set` to make it writable.
+    public init(
+        name: MemberName, type: DBusType, changeSignal: ChangeSignal = .emitsValue,
+        get: @escaping @Sendable () async throws -> DBusValue,
+        set: (@Sendable (DBusValue) async throws -> Void)? = nil
+    ) {
+        self.name = name
+        self.type = type
+        self.changeSignal = changeSignal
+        self.getter = get
+        self.setter = set
+    }
+
+    var access: String { setter == nil ? "read" : "readwrite" }
+}

@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import Foundation
+internal import Glibc
+import Synchronization
+
+/// A child process started with `posix_spawn`, with every signal unblocked and set to its default action.
+///
+/// Foundation's `Process` passes the spawning thread's blocked-signal mask on to the child, so a daemon it
+/// starts may never see SIGTERM. Test processes are started here instead, and their exit is awaited on a
+/// thread of their own (`waitpid`), so no Swift task blocks.
+public final class ChildProcess: Sendable {
+    /// The process id.
+    public let pid: Int32
+    /// Held while file descriptors are made close-on-exec and while children are spawned.
+    static let spawnLock = Mutex(())
+    private let exit: ExitBox
+
+    private init(pid: Int32) {
+        self.pid = pid
+        self.exit = ExitBox()
+        let box = exit
+        let thread = Thread {
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            // WIFEXITED / WEXITSTATUS / WTERMSIG, written out because the macros are not imported.
+            let signal = status & 0x7f
+            box.finish(signal == 0 ? (status >> 8) & 0xff : 128 + signal)
+        }
+        thread.start()
+    }
+
+    /// Starts a program.
+    ///
+    /// - Parameters:
+    ///   - executable: an absolute path.
+    ///   - arguments: its arguments (without the program name).
+    ///   - environment: the complete environment.
+    ///   - stdin: a file descriptor for standard input, or nil for /dev/null.
+    ///   - stdout: a file descriptor for standard output, or nil for /dev/null.
+    ///   - stderr: a file descriptor for standard error, or nil for /dev/null.
+    /// - Throws: ``TestProcess/Failure`` when the program cannot be started.
+    public static func spawn(
+        _ executable: String, _ arguments: [String], environment: [String: String], stdin: Int32? = nil,
+        stdout: Int32? = nil, stderr: Int32? = nil
+    ) throws -> ChildProcess {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        for (fd, target) in [(stdin, Int32(0)), (stdout, 1), (stderr, 2)] {
+            if let fd {
+                posix_spawn_file_actions_adddup2(&actions, fd, target)
+            } else {
+                posix_spawn_file_actions_addopen(&actions, target, "/dev/null", target == 0 ? O_RDONLY : O_WRONLY, 0)
+            }
+        }
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var noSignals = sigset_t()
+        sigemptyset(&noSignals)
+        posix_spawnattr_setsigmask(&attributes, &noSignals)
+        var defaults = sigset_t()
+        sigfillset(&defaults)
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            argv.forEach { free($0) }
+            envp.forEach { free($0) }
+        }
+        var pid: pid_t = 0
+        let result = spawnLock.withLock { _ in posix_spawn(&pid, executable, &actions, &attributes, argv, envp) }
+        guard result == 0 else {
+            throw TestProcess.Failure(description: "cannot start \(executable): \(String(cString: strerror(result)))")
+        }
+        return ChildProcess(pid: pid)
+    }
+
+    /// Waits for the process to exit; returns its status, or 128 + the signal that ended it.
+    public func waitForExit() async -> Int32 {
+        await exit.wait()
+    }
+
+    /// Sends a signal to the process.
+    public func signal(_ number: Int32) {
+        kill(pid, number)
+    }
+}
+
+/// A pipe whose ends are closed on exec, so that no other child inherits them by accident (which would keep
+/// a reader from ever seeing end-of-file).
+struct ClosingPipe {
+    let readEnd: Int32
+    let writeEnd: Int32
+
+    init() throws {
+        // pipe2(O_CLOEXEC) is not exported to Swift, so the flag is set afterwards, under the lock that
+        // spawning also takes: no child can be started between the two steps.
+        let fds = try ChildProcess.spawnLock.withLock { _ throws -> [Int32] in
+            var fds: [Int32] = [0, 0]
+            guard pipe(&fds) == 0 else {
+                throw TestProcess.Failure(description: "cannot create a pipe: errno \(errno)")
+            }
+            for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+            return fds
+        }
+        readEnd = fds[0]
+        writeEnd = fds[1]
+    }
+}
+
+/// The exit status of a child, delivered once to any number of waiters.
+final class ExitBox: Sendable {
+    private let state = Mutex<(status: Int32?, waiters: [CheckedContinuation<Int32, Never>])>((nil, []))
+
+    func finish(_ status: Int32) {
+        let waiters = state.withLock { state in
+            state.status = status
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume(returning: status) }
+    }
+
+    func wait() async -> Int32 {
+        await withCheckedContinuation { continuation in
+            let status = state.withLock { state in
+                if state.status == nil { state.waiters.append(continuation) }
+                return state.status
+            }
+            if let status { continuation.resume(returning: status) }
+        }
+    }
+}

@@ -1,0 +1,121 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import Foundation
+internal import Glibc
+
+/// A child process run by a test: a real peer such as `dbus-send`, `gdbus` or a python3-dbus script.
+///
+/// Output is collected on threads of its own and the exit is awaited through a termination handler, so no
+/// Swift task blocks while the child runs.
+///
+/// ```swift
+/// let result = try await TestProcess.run("/usr/bin/gdbus", ["call", "--session", …], environment: bus.environment)
+/// #expect(result.status == 0)
+/// ```
+public enum TestProcess {
+    /// What a finished process left behind.
+    public struct Result: Sendable {
+        /// The exit status, or 128 + the signal number if a signal ended it.
+        public var status: Int32
+        /// Everything it wrote to standard output.
+        public var stdout: String
+        /// Everything it wrote to standard error.
+        public var stderr: String
+    }
+
+    /// An error starting or waiting for a process.
+    public struct Failure: Error, CustomStringConvertible {
+        /// What went wrong.
+        public var description: String
+    }
+
+    /// Runs a program to completion and returns its exit status and output.
+    ///
+    /// - Parameters:
+    ///   - executable: an absolute path.
+    ///   - arguments: its arguments.
+    ///   - environment: variables added to (and overriding) this process's environment.
+    ///   - input: text written to its standard input, which is then closed.
+    ///   - timeLimit: the process is killed with SIGKILL after this long and the call throws.
+    /// - Throws: ``Failure`` when the program is missing, cannot start, or runs past `timeLimit`.
+    public static func run(
+        _ executable: String, _ arguments: [String], environment: [String: String] = [:], input: String? = nil,
+        timeLimit: Duration = .seconds(60)
+    ) async throws -> Result {
+        guard FileManager.default.isExecutableFile(atPath: executable) else {
+            throw Failure(description: "\(executable) is not installed (\(packageHint(for: executable)))")
+        }
+        let stdout = try ClosingPipe(), stderr = try ClosingPipe(), stdin = try ClosingPipe()
+        let child: ChildProcess
+        do {
+            child = try ChildProcess.spawn(
+                executable, arguments,
+                environment: ProcessInfo.processInfo.environment.merging(environment) { _, new in new },
+                stdin: stdin.readEnd, stdout: stdout.writeEnd, stderr: stderr.writeEnd)
+        } catch {
+            for fd in [stdout.readEnd, stdout.writeEnd, stderr.readEnd, stderr.writeEnd, stdin.readEnd, stdin.writeEnd] {
+                close(fd)
+            }
+            throw error
+        }
+        // The child holds its own copies; closing ours lets the readers see end-of-file when it exits.
+        close(stdout.writeEnd)
+        close(stderr.writeEnd)
+        close(stdin.readEnd)
+        let out = PipeReader(fd: stdout.readEnd)
+        let err = PipeReader(fd: stderr.readEnd)
+        let writer = FileHandle(fileDescriptor: stdin.writeEnd, closeOnDealloc: true)
+        if let input { writer.write(Data(input.utf8)) }
+        try? writer.close()
+        let killer = Task { () -> Bool in
+            do { try await Task.sleep(for: timeLimit) } catch { return false }
+            child.signal(SIGKILL)
+            return true
+        }
+        let status = await child.waitForExit()
+        killer.cancel()
+        let timedOut = await killer.value
+        let result = Result(status: status, stdout: await out.text(), stderr: await err.text())
+        if timedOut {
+            throw Failure(
+                description: "\(executable) \(arguments.joined(separator: " ")) ran past \(timeLimit) and was killed; "
+                    + "stderr: \(result.stderr)")
+        }
+        return result
+    }
+
+    /// Names the Debian package that provides a missing tool.
+    static func packageHint(for executable: String) -> String {
+        switch URL(fileURLWithPath: executable).lastPathComponent {
+        case "dbus-daemon": return "install it with: apt-get install -y dbus-daemon"
+        case "dbus-send", "dbus-monitor": return "install it with: apt-get install -y dbus-bin"
+        case "gdbus": return "install it with: apt-get install -y libglib2.0-bin"
+        case "busctl": return "install it with: apt-get install -y systemd"
+        case "python3": return "install it with: apt-get install -y python3 python3-dbus"
+        default: return "is it built or installed?"
+        }
+    }
+}
+
+/// Reads a pipe to its end on a thread of its own.
+///
+/// This type is manually `Sendable` because its buffer is written only by the reading thread before it
+/// signals completion, and read only after that signal (through the `AsyncStream`).
+final class PipeReader: @unchecked Sendable {
+    private var data = Data()
+    private let done = AsyncStream<Void>.makeStream()
+
+    init(fd: Int32) {
+        let thread = Thread { [self] in
+            let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
+            data = handle.readDataToEndOfFile()
+            done.continuation.finish()
+        }
+        thread.start()
+    }
+
+    func text() async -> String {
+        for await _ in done.stream {}
+        return String(decoding: data, as: UTF8.self)
+    }
+}

@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: Apache-2.0
+
+public import DBus
+
+extension SettingSchema {
+    /// Checks a value about to be written to a key with this schema: its type, range and choices.
+    ///
+    /// Limits that hold for every key (nesting, size) are checked by
+    /// ``DBus/DBusValue/validateForStorage(at:)``.
+    ///
+    /// - Parameters:
+    ///   - value: The value to write.
+    ///   - key: The key, named in messages.
+    /// - Throws: ``SettingsError`` with code ``SettingsError/Code/typeMismatch`` when the value's type is not the
+    ///   schema's, or ``SettingsError/Code/outOfRange`` when it lies outside the range or is not one of the
+    ///   choices.
+    public func validate(_ value: DBusValue, for key: SettingPath) throws(SettingsError) {
+        try check(value, for: key)
+    }
+
+    private func check(_ value: DBusValue, for key: SettingPath?) throws(SettingsError) {
+        let suffix = key.map { " for \($0)" } ?? ""
+        guard value.type == type else {
+            throw .typeMismatch(
+                "a value of type '\(value.type)' cannot be stored in \(key.map { "\($0)," } ?? "a key") "
+                    + "whose type is '\(type)'")
+        }
+        if let range, !range.contains(value) {
+            throw .outOfRange("value \(Self.show(value)) is out of range \(range)\(suffix)")
+        }
+        if let choices, !choices.contains(value) {
+            throw .outOfRange("value \(Self.show(value)) is not one of the choices \(Self.show(choices))\(suffix)")
+        }
+    }
+
+    /// Checks that the schema itself is sound: a valid type, a default of that type that passes the schema's
+    /// own checks, a range only on a numeric type with bounds of that type in order, and choices of that type.
+    ///
+    /// - Parameter key: The key the schema is for, named in messages if given.
+    /// - Throws: ``SettingsError`` with code ``SettingsError/Code/invalidValue`` saying what is wrong.
+    public func validate(for key: SettingPath? = nil) throws(SettingsError) {
+        let subject = key.map { "schema for \($0)" } ?? "schema"
+        func invalid(_ problem: String) -> SettingsError { .invalidValue("invalid \(subject): \(problem)") }
+
+        do { _ = try Signature(type.signatureText) } catch {
+            throw invalid("its type is not a valid D-Bus type: \(error.message)")
+        }
+        guard defaultValue.type == type else {
+            throw invalid(
+                "the default value \(Self.show(defaultValue)) has type '\(defaultValue.type)', not the schema's "
+                    + "type '\(type)'")
+        }
+        do { try defaultValue.validate() } catch {
+            throw invalid("the default value is not a valid D-Bus value: \(error.message)")
+        }
+        if let range {
+            guard NumericComparison.isNumeric(type) else {
+                throw invalid("a range is only allowed on numeric types (y n q i u x t d), not on '\(type)'")
+            }
+            for (name, bound) in [("minimum", range.min), ("maximum", range.max)] where bound.type != type {
+                throw invalid(
+                    "the range \(name) \(Self.show(bound)) has type '\(bound.type)', not the schema's type '\(type)'")
+            }
+            guard let order = NumericComparison.compare(range.min, range.max), order <= 0 else {
+                throw invalid("the range minimum \(Self.show(range.min)) is not at most the maximum \(Self.show(range.max))")
+            }
+        }
+        if let choices {
+            guard !choices.isEmpty else { throw invalid("the list of choices is empty") }
+            for choice in choices where choice.type != type {
+                throw invalid("the choice \(Self.show(choice)) has type '\(choice.type)', not the schema's type '\(type)'")
+            }
+        }
+        do {
+            try check(defaultValue, for: nil)
+        } catch {
+            throw invalid("the default value does not pass the schema's checks: \(error.message)")
+        }
+    }
+
+    /// A value in GVariant text without annotations, cut short when long.
+    static func show(_ value: DBusValue) -> String {
+        let text = GVariantText.format(value, annotateTypes: false)
+        return text.count > 80 ? String(text.prefix(80)) + "…" : text
+    }
+
+    static func show(_ values: [DBusValue]) -> String {
+        let shown = values.prefix(10).map(show).joined(separator: ", ")
+        return values.count > 10 ? shown + ", … (\(values.count) in all)" : shown
+    }
+}

@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: Apache-2.0
+
+public import DBus
+
+/// The names and limits of version 1 of the settings bus D-Bus contract.
+///
+/// The bus name, interface and object path all end in `Settings1`, as the D-Bus API Design Guidelines advise,
+/// so an incompatible version 2 can live next to version 1.
+///
+/// ```swift
+/// let reply = try await connection.call(
+///     destination: SettingsBusNames.busName, path: SettingsBusNames.objectPath,
+///     interface: SettingsBusNames.interface, member: "Get", arguments: [.string("/org/example/theme")])
+/// ```
+public enum SettingsBusNames {
+    /// The well-known bus name the broker owns: `io.github.settingsbus.Settings1`.
+    public static let busName: BusName = "io.github.settingsbus.Settings1"
+
+    /// The path of the broker's one object: `/io/github/settingsbus/Settings1`.
+    public static let objectPath: ObjectPath = "/io/github/settingsbus/Settings1"
+
+    /// The interface of the broker's object: `io.github.settingsbus.Settings1`.
+    public static let interface: InterfaceName = "io.github.settingsbus.Settings1"
+
+    /// The prefix of every settings bus error name: `io.github.settingsbus.Settings1.Error.`.
+    public static let errorPrefix = "io.github.settingsbus.Settings1.Error."
+
+    /// The longest key or directory, in UTF-8 bytes: 1024 (the same as ``SettingPath/maximumLength``).
+    public static let maximumKeyLength = 1024
+
+    /// The largest value the broker stores, in bytes of its D-Bus marshalled form: 1 MiB.
+    ///
+    /// The size is measured with ``DBus/DBusValue/approximateSize``, which bounds the marshalled size from
+    /// above (padding is counted at its worst), so a value that passes fits well inside a D-Bus message.
+    public static let maximumValueSize = 1 << 20
+
+    /// The deepest nesting of containers, variants included, of a value the broker stores: 60.
+    ///
+    /// D-Bus allows 64 levels in a whole message. A value nested 62–63 levels deep still fits a `Set` call,
+    /// but the broker could never send it back: inside the `a{sv}` of a `Changed` signal or a `GetMany` reply
+    /// it gains three levels (array, dictionary entry, variant) and the bus daemon would disconnect the broker.
+    /// Refusing such values at write time keeps every stored value deliverable. Depth is counted as
+    /// ``DBus/DBusValue/nestingDepth`` counts it.
+    public static let maximumValueDepth = 60
+}

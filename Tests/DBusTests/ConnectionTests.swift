@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import DBus
+import Foundation
+import SettingsBusTesting
+import Synchronization
+import Testing
+
+/// Calls, timeouts, cancellation and concurrency against a real `dbus-daemon`.
+@Suite(.timeLimit(.minutes(2)))
+struct ConnectionTests {
+    @Test func callsTheBusDaemon() async throws {
+        try await withTestBus { bus in
+            let connection = try await bus.connect()
+            let unique = try #require(connection.uniqueName)
+            #expect(unique.rawValue.hasPrefix(":"))
+            let reply = try await connection.call(
+                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+                member: "GetNameOwner", arguments: [.string(unique.rawValue)])
+            #expect(reply == [.string(unique.rawValue)])
+            await connection.close()
+        }
+    }
+
+    @Test func errorReplyKeepsTheRemoteNameAndMessage() async throws {
+        try await withTestBus { bus in
+            let connection = try await bus.connect()
+            let error = await #expect(throws: DBusError.self) {
+                _ = try await connection.call(
+                    destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                    interface: "org.freedesktop.DBus", member: "GetNameOwner", arguments: [.string("org.example.Nobody")])
+            }
+            #expect(error?.name == .nameHasNoOwner)
+            #expect(error?.message.contains("org.example.Nobody") == true)
+            await connection.close()
+        }
+    }
+
+    @Test func thousandConcurrentCallsAllComplete() async throws {
+        try await withTestBus { bus in
+            let server = try await bus.connect()
+            try await server.export([Fixtures.echoInterface()], at: "/org/example/Echo")
+            let client = try await bus.connect()
+            let destination = try #require(server.uniqueName)
+            let results = try await withThrowingTaskGroup(of: Bool.self) { group in
+                for index in 0..<1000 {
+                    group.addTask {
+                        let reply = try await client.call(
+                            destination: destination, path: "/org/example/Echo", interface: "org.example.Echo1",
+                            member: "Echo", arguments: [.variant(.int32(Int32(index)))])
+                        return reply == [.variant(.int32(Int32(index)))]
+                    }
+                }
+                var all: [Bool] = []
+                for try await ok in group { all.append(ok) }
+                return all
+            }
+            #expect(results.count == 1000)
+            #expect(results.allSatisfy { $0 })
+            await client.close()
+            await server.close()
+        }
+    }
+
+    @Test func callToAPeerThatNeverAnswersFailsAtItsTimeout() async throws {
+        try await withTestBus { bus in
+            let server = try await bus.connect()
+            try await server.export([Fixtures.silentInterface()], at: "/org/example/Silent")
+            let client = try await bus.connect()
+            let start = ContinuousClock.now
+            let error = await #expect(throws: DBusError.self) {
+                _ = try await client.call(
+                    destination: server.uniqueName, path: "/org/example/Silent", interface: "org.example.Silent1",
+                    member: "Wait", timeout: .milliseconds(300))
+            }
+            let elapsed = ContinuousClock.now - start
+            #expect(error?.name == .noReply)
+            #expect(elapsed >= .milliseconds(300))
+            #expect(elapsed < .seconds(10))
+            await client.close()
+            await server.close()
+        }
+    }
+
+    @Test func cancelledCallReturnsPromptly() async throws {
+        try await withTestBus { bus in
+            let server = try await bus.connect()
+            try await server.export([Fixtures.silentInterface()], at: "/org/example/Silent")
+            let client = try await bus.connect()
+            let destination = server.uniqueName
+            let started = Fixtures.Signal()
+            let task = Task {
+                started.fire()
+                _ = try await client.call(
+                    destination: destination, path: "/org/example/Silent", interface: "org.example.Silent1",
+                    member: "Wait", timeout: .seconds(120))
+            }
+            await started.wait()
+            let start = ContinuousClock.now
+            task.cancel()
+            await #expect(throws: CancellationError.self) { try await task.value }
+            #expect(ContinuousClock.now - start < .seconds(5))
+            await client.close()
+            await server.close()
+        }
+    }
+
+    @Test func closingFailsPendingCallsWithDisconnected() async throws {
+        try await withTestBus { bus in
+            let server = try await bus.connect()
+            try await server.export([Fixtures.silentInterface()], at: "/org/example/Silent")
+            let client = try await bus.connect()
+            let destination = server.uniqueName
+            let pending = Task {
+                try await client.call(
+                    destination: destination, path: "/org/example/Silent", interface: "org.example.Silent1",
+                    member: "Wait", timeout: .seconds(120))
+            }
+            // The call is queued before the close, so it is either sent or refused: both end as Disconnected.
+            await Task.yield()
+            await client.close()
+            let error = await #expect(throws: DBusError.self) { try await pending.value }
+            #expect(error?.name == .disconnected)
+            await #expect(throws: DBusError.self) {
+                _ = try await client.call(
+                    destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: nil, member: "GetId")
+            }
+            await server.close()
+        }
+    }
+
+    @Test func invalidArgumentsAreRefusedBeforeLibdbusSeesThem() async throws {
+        try await withTestBus { bus in
+            let connection = try await bus.connect()
+            let error = await #expect(throws: DBusError.self) {
+                _ = try await connection.call(
+                    destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: nil,
+                    member: "GetNameOwner", arguments: [.string("nul\0inside")])
+            }
+            #expect(error?.name == .invalidArgs)
+            let mixed = DBusValue.array(.string, [.string("a"), .int32(1)])
+            #expect(throws: DBusError.self) {
+                try connection.emitSignal(path: "/a", interface: "org.example.X", member: "Y", arguments: [mixed])
+            }
+            // The connection still works afterwards.
+            let id = try await connection.call(
+                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+                member: "GetId")
+            #expect(id.count == 1)
+            await connection.close()
+        }
+    }
+
+    @Test func connectingToNothingFailsWithTheLibdbusError() async throws {
+        let error = await #expect(throws: DBusError.self) {
+            _ = try await DBusConnection.connect(to: .address("unix:path=/nonexistent/settingsbus-test-bus"))
+        }
+        #expect(error?.name.rawValue.hasPrefix("org.freedesktop.DBus.Error.") == true)
+    }
+}

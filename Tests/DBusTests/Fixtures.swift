@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import DBus
+import Synchronization
+
+/// Objects and helpers the DBus tests export and share.
+enum Fixtures {
+    /// `org.example.Echo1`: `Echo(v) → v`, `Concat(s, s) → s`, `Fail()` throwing a named error, and a
+    /// read-write `Volume` property. Each received variant is recorded in `received`.
+    static func echoInterface(received: Recorder<DBusValue>? = nil, volume: Recorder<DBusValue>? = nil) -> DBusInterface {
+        let volumeStore = volume ?? Recorder(initial: [.int32(5)])
+        return DBusInterface(
+            name: "org.example.Echo1",
+            methods: [
+                DBusMethod(name: "Echo", inputs: [.init("value", .variant)], outputs: [.init("value", .variant)]) { call in
+                    received?.append(call.arguments[0])
+                    return call.arguments
+                },
+                DBusMethod(
+                    name: "Concat", inputs: [.init("a", .string), .init("b", .string)], outputs: [.init("ab", .string)]
+                ) { call in
+                    guard case .string(let a) = call.arguments[0], case .string(let b) = call.arguments[1] else { return [] }
+                    return [.string(a + b)]
+                },
+                DBusMethod(name: "Fail") { _ in
+                    throw DBusError("org.example.Echo1.Error.Broken", "it broke on purpose")
+                },
+            ],
+            signals: [DBusSignal(name: "Pinged", arguments: [.init("count", .uint32)])],
+            properties: [
+                DBusProperty(name: "Version", type: .uint32, changeSignal: .constant) { .uint32(1) },
+                DBusProperty(name: "Volume", type: .int32, get: { volumeStore.last ?? .int32(0) }, set: { volumeStore.append($0) }),
+            ])
+    }
+
+    /// `org.example.Silent1.Wait()`: a method that never answers (its handler waits until cancelled).
+    static func silentInterface() -> DBusInterface {
+        DBusInterface(name: "org.example.Silent1", methods: [
+            DBusMethod(name: "Wait") { _ in
+                try await Task.sleep(for: .seconds(3600))
+                return []
+            }
+        ])
+    }
+
+    /// A one-shot event a test waits for.
+    final class Signal: Sendable {
+        private let state = Mutex<(fired: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+        func fire() {
+            let waiters = state.withLock { state in
+                state.fired = true
+                defer { state.waiters = [] }
+                return state.waiters
+            }
+            for waiter in waiters { waiter.resume() }
+        }
+
+        func wait() async {
+            await withCheckedContinuation { continuation in
+                let fired = state.withLock { state in
+                    if !state.fired { state.waiters.append(continuation) }
+                    return state.fired
+                }
+                if fired { continuation.resume() }
+            }
+        }
+    }
+}
+
+/// A thread-safe list that handlers append to and tests read.
+final class Recorder<Element: Sendable>: Sendable {
+    private let items: Mutex<[Element]>
+
+    init(initial: [Element] = []) { items = Mutex(initial) }
+
+    func append(_ item: Element) { items.withLock { $0.append(item) } }
+    var all: [Element] { items.withLock { $0 } }
+    var last: Element? { items.withLock { $0.last } }
+}
