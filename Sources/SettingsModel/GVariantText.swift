@@ -20,6 +20,8 @@ public import DBus
 ///   array are refused with an error naming the feature, since D-Bus cannot carry them.
 /// - An annotation must agree with the type asked for: `int64 5` parsed as a `u` is an error (GLib converts it).
 /// - Subnormal doubles such as `5e-324` are accepted (GLib refuses the numbers it prints).
+/// - A dictionary's value type is inferred from all its values, so `{'a': 1, 'b': 1.5}` is an `a{sd}`
+///   (GLib infers it from the first value only and refuses the text).
 /// - A NUL character in the text is an error (GLib stops reading there).
 /// - Values may nest at most 64 levels, and D-Bus's own limits (32 nested arrays, 32 nested structures) apply.
 public enum GVariantText {
