@@ -31,7 +31,7 @@ final class ConnectionLoop: @unchecked Sendable {
 
     private let queue = Mutex(JobQueue())
     private let wakeFD: Int32
-    private let exited = Mutex<[CheckedContinuation<Void, Never>]?>([])
+    private let exited = Mutex<[UInt64: CheckedContinuation<Void, Never>]?>([:])
 
     // MARK: Loop-thread state
 
@@ -101,17 +101,25 @@ final class ConnectionLoop: @unchecked Sendable {
 
     static let closedError = DBusError(.disconnected, "the D-Bus connection is closed")
 
-    /// Waits until the loop thread has finished.
+    /// Waits until the loop thread has finished, or until the calling task is cancelled.
     func waitUntilExited() async {
-        await withCheckedContinuation { continuation in
-            let done = exited.withLock { waiters -> Bool in
-                guard waiters != nil else { return true }
-                waiters!.append(continuation)
-                return false
+        let id = ConnectionLoop.nextWaiterID.wrappingAdd(1, ordering: .relaxed).oldValue
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let done = exited.withLock { waiters -> Bool in
+                    guard waiters != nil, !Task.isCancelled else { return true }
+                    waiters![id] = continuation
+                    return false
+                }
+                if done { continuation.resume() }
             }
-            if done { continuation.resume() }
+        } onCancel: {
+            let waiter = exited.withLock { waiters in waiters?.removeValue(forKey: id) }
+            waiter?.resume()
         }
     }
+
+    private static let nextWaiterID = Atomic<UInt64>(1)
 
     // MARK: - Thread
 
@@ -158,7 +166,7 @@ final class ConnectionLoop: @unchecked Sendable {
         }
         for job in remaining { job(self) }
         let waiters = exited.withLock { waiters -> [CheckedContinuation<Void, Never>] in
-            let list = waiters ?? []
+            let list = waiters.map { Array($0.values) } ?? []
             waiters = nil
             return list
         }

@@ -125,6 +125,12 @@ public final class DBusConnection: Sendable {
         await loop.waitUntilExited()
     }
 
+    /// Waits until the connection has ended: closed by ``close()``, or lost because the bus or peer went away.
+    /// Returns early if the calling task is cancelled.
+    public func waitUntilClosed() async {
+        await loop.waitUntilExited()
+    }
+
     func makeID() -> UInt64 {
         nextID.wrappingAdd(1, ordering: .relaxed).oldValue
     }

@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: Apache-2.0
+
+public import DBus
+public import Logging
+import SettingsModel
+public import ServiceLifecycle
+import Synchronization
+
+/// The settings broker as a service: it opens the store, exports `io.github.settingsbus.Settings1`, takes the
+/// bus name and serves until it is asked to stop.
+///
+/// Start-up order: refuse to start if the bus name already has an owner, open the store, export the object,
+/// then request the name (so the first activated call finds the object). Shutdown (SIGTERM through the
+/// service group, idle exit, or the bus going away): stop accepting writes, finish the commits in flight,
+/// release the name, close the connection. ``run()`` returns normally in each case.
+public final class BrokerService: Service, Sendable {
+    /// How the broker runs.
+    public struct Configuration: Sendable {
+        /// The bus to serve on.
+        public var bus: DBusConnection.Bus
+        /// The store file.
+        public var storePath: String
+        /// Commit durability.
+        public var durability: Durability
+        /// Exit after this long without a method call; nil to serve until stopped.
+        public var idleExit: Duration?
+
+        /// Makes a configuration.
+        public init(bus: DBusConnection.Bus, storePath: String, durability: Durability = .full, idleExit: Duration? = nil) {
+            self.bus = bus
+            self.storePath = storePath
+            self.durability = durability
+            self.idleExit = idleExit
+        }
+    }
+
+    /// Why the broker could not start.
+    public struct StartError: Error, CustomStringConvertible {
+        /// What went wrong, for people.
+        public var description: String
+    }
+
+    private let configuration: Configuration
+    private let logger: Logger
+    private let lastActivity = Atomic<Int64>(0)
+
+    /// Makes the service.
+    public init(configuration: Configuration, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    private enum Ending { case shutdown, disconnected, idle }
+
+    /// Runs the broker until graceful shutdown, idle exit or disconnection.
+    ///
+    /// - Throws: ``StartError`` when the name is already owned, or the bus or the store cannot be opened.
+    public func run() async throws {
+        let connection: DBusConnection
+        do {
+            connection = try await DBusConnection.connect(to: configuration.bus)
+        } catch {
+            throw StartError(description: "cannot connect to the \(configuration.bus) bus: \(error.message)")
+        }
+        do {
+            try await serve(on: connection)
+        } catch {
+            await connection.close()
+            throw error
+        }
+    }
+
+    private func serve(on connection: DBusConnection) async throws {
+        let name = SettingsBusNames.busName
+        if let owner = try await owner(of: name, on: connection) {
+            throw StartError(description: "\(name) is already owned by \(owner): another settings-broker is running on this bus")
+        }
+        let store: SettingsStore
+        do {
+            store = try await SettingsStore.open(path: configuration.storePath, durability: configuration.durability)
+        } catch {
+            throw StartError(description: error.message)
+        }
+        for row in store.unreadable {
+            logger.error(
+                "a stored entry could not be read and is kept untouched",
+                metadata: ["key": "\(row.path)", "reason": "\(row.reason)", "store": "\(store.path)"])
+        }
+        await store.setCommitHandler { [logger] changes in
+            for change in changes {
+                do { try connection.send(SettingsInterface.changedSignal(change)) } catch {
+                    logger.error("cannot emit Changed", metadata: ["serial": "\(change.serial)", "error": "\(error)"])
+                }
+            }
+        }
+        touch()
+        let interface = SettingsInterface.interface(store: store) { [weak self] in self?.touch() }
+        try await connection.export([interface], at: SettingsBusNames.objectPath)
+        let reply = try await connection.call(
+            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+            member: "RequestName", arguments: [.string(name.rawValue), .uint32(4)])
+        guard reply == [.uint32(1)] else {
+            throw StartError(description: "\(name) is already owned: another settings-broker is running on this bus")
+        }
+        let (serial, keys, schemas) = (await store.serial, await store.userValueCount, await store.schemaCount)
+        logger.info(
+            "serving",
+            metadata: [
+                "name": "\(name)", "store": "\(store.path)", "serial": "\(serial)", "keys": "\(keys)",
+                "schemas": "\(schemas)",
+                "durability": "\(configuration.durability.rawValue)",
+            ])
+
+        let ending = await waitForEnding(connection)
+        logger.info("stopping", metadata: ["reason": "\(ending)"])
+        await store.close()
+        if ending != .disconnected {
+            _ = try? await connection.call(
+                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+                member: "ReleaseName", arguments: [.string(name.rawValue)], timeout: .seconds(5))
+        }
+        await connection.close()
+        let finalSerial = await store.serial
+        logger.info("stopped", metadata: ["serial": "\(finalSerial)"])
+    }
+
+    private func owner(of name: BusName, on connection: DBusConnection) async throws -> String? {
+        do {
+            let reply = try await connection.call(
+                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+                member: "GetNameOwner", arguments: [.string(name.rawValue)])
+            if case .string(let owner)? = reply.first { return owner }
+            return nil
+        } catch let error as DBusError where error.name == .nameHasNoOwner {
+            return nil
+        }
+    }
+
+    private func touch() {
+        lastActivity.store(monotonicNanoseconds(), ordering: .relaxed)
+    }
+
+    private func waitForEnding(_ connection: DBusConnection) async -> Ending {
+        await withTaskGroup(of: Ending?.self) { group in
+            group.addTask {
+                do { try await gracefulShutdown() } catch { return nil }
+                return .shutdown
+            }
+            group.addTask {
+                await connection.waitUntilClosed()
+                return .disconnected
+            }
+            if let idle = configuration.idleExit {
+                group.addTask { [self] in
+                    let limit = Int64(idle.components.seconds) * 1_000_000_000 + idle.components.attoseconds / 1_000_000_000
+                    while !Task.isCancelled {
+                        let quiet = monotonicNanoseconds() - lastActivity.load(ordering: .relaxed)
+                        if quiet >= limit { return .idle }
+                        do { try await Task.sleep(for: .nanoseconds(limit - quiet)) } catch { return nil }
+                    }
+                    return nil
+                }
+            }
+            var ending: Ending = .shutdown
+            for await result in group {
+                if let result {
+                    ending = result
+                    break
+                }
+            }
+            group.cancelAll()
+            return ending
+        }
+    }
+}
+
+/// Nanoseconds since the broker's clock origin, on a monotonic clock.
+private func monotonicNanoseconds() -> Int64 {
+    let components = (ContinuousClock.now - BrokerClock.origin).components
+    return components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000
+}
+
+private enum BrokerClock {
+    static let origin = ContinuousClock().now
+}

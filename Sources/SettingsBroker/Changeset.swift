@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: Apache-2.0
+
+public import DBus
+public import SettingsModel
+
+/// One atomic write: values to set, keys and directories to reset, schemas to register.
+///
+/// A changeset becomes one commit serial and, if it changes any value, one `Changed` signal.
+public struct Changeset: Sendable {
+    /// Values to store, in order; a later entry for the same key wins.
+    public var sets: [(key: SettingPath, value: DBusValue)]
+    /// Keys and directories whose user values are removed (directories recursively).
+    public var resets: [SettingLocation]
+    /// Schemas to register.
+    public var registrations: [(key: SettingPath, schema: SettingSchema)]
+    /// Makes the changeset a compare-and-set: it fails with `Conflict` if a touched key changed after this
+    /// serial.
+    public var ifSerial: UInt64?
+    /// The unique bus name of the writer, reported in the `Changed` signal.
+    public var origin: String
+
+    /// Makes a changeset.
+    public init(
+        sets: [(key: SettingPath, value: DBusValue)] = [], resets: [SettingLocation] = [],
+        registrations: [(key: SettingPath, schema: SettingSchema)] = [], ifSerial: UInt64? = nil, origin: String = ""
+    ) {
+        self.sets = sets
+        self.resets = resets
+        self.registrations = registrations
+        self.ifSerial = ifSerial
+        self.origin = origin
+    }
+}
+
+/// A changeset after validation: every directory reset expanded into the keys it removes.
+struct ResolvedChangeset: Sendable {
+    var serial: UInt64
+    /// Final user value of each touched key, nil for a reset; in key order.
+    var writes: [(key: SettingPath, value: DBusValue?)]
+    var registrations: [(key: SettingPath, schema: SettingSchema)]
+    var origin: String
+}
+
+/// What one commit changed, as the `Changed` signal reports it.
+public struct CommittedChange: Sendable, Hashable {
+    /// The key when one key changed, else the longest common directory.
+    public var path: SettingLocation
+    /// New effective values (a reset key with a default carries the default).
+    public var values: [String: DBusValue]
+    /// Keys left without any value.
+    public var removed: [String]
+    /// Keys whose value is secret: reported without their value, so watchers re-read them.
+    public var secretKeys: [String]
+    /// The commit serial.
+    public var serial: UInt64
+    /// The unique bus name of the writer.
+    public var origin: String
+}

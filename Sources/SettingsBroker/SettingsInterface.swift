@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: Apache-2.0
+
+public import DBus
+import SettingsModel
+
+/// The `io.github.settingsbus.Settings1` interface: the D-Bus face of a ``SettingsStore``.
+///
+/// Every method checks its arguments before touching the store and answers failures with the
+/// `io.github.settingsbus.Settings1.Error.*` names of ``SettingsError``. The interface XML in `dbus/` is what
+/// ``interface(store:)`` introspects as.
+public enum SettingsInterface {
+    /// The interface version reported by the `Version` property.
+    public static let version: UInt32 = 1
+
+    private static let stringMap = DBusType.dictionary(key: .string, value: .variant)
+
+    /// Builds the interface over a store.
+    ///
+    /// - Parameter activity: called at the start of every method call (the broker's idle timer uses it).
+    public static func interface(store: SettingsStore, activity: @escaping @Sendable () -> Void = {}) -> DBusInterface {
+        func method(
+            _ name: MemberName, _ inputs: [DBusArgument], _ outputs: [DBusArgument],
+            _ body: @escaping @Sendable (DBusMethodCall) async throws(SettingsError) -> [DBusValue]
+        ) -> DBusMethod {
+            DBusMethod(name: name, inputs: inputs, outputs: outputs) { call in
+                activity()
+                do throws(SettingsError) {
+                    return try await body(call)
+                } catch {
+                    throw error.dbusError
+                }
+            }
+        }
+        let methods: [DBusMethod] = [
+            method("Get", [.init("key", .string)], [.init("value", .variant)]) { call throws(SettingsError) in
+                [.variant(try await store.get(try key(call.arguments[0])))]
+            },
+            method("GetMany", [.init("keys", .array(.string))], [.init("values", stringMap), .init("serial", .uint64)]) {
+                call throws(SettingsError) in
+                let keys = try strings(call.arguments[0]).map { text throws(SettingsError) in try SettingPath(text) }
+                let (values, serial) = await store.getMany(keys)
+                return [valueMap(values), .uint64(serial)]
+            },
+            method("ReadTree", [.init("dir", .string)], [.init("values", stringMap), .init("serial", .uint64)]) {
+                call throws(SettingsError) in
+                let (values, serial) = await store.readTree(try directory(call.arguments[0]))
+                return [valueMap(values), .uint64(serial)]
+            },
+            method("List", [.init("dir", .string)], [.init("children", .array(.string))]) { call throws(SettingsError) in
+                [.array(.string, await store.list(try directory(call.arguments[0])).map(DBusValue.string))]
+            },
+            method("Set", [.init("key", .string), .init("value", .variant)], [.init("serial", .uint64)]) {
+                call throws(SettingsError) in
+                guard case .variant(let value) = call.arguments[1] else { return [] }
+                let changeset = Changeset(sets: [(try key(call.arguments[0]), value)], origin: origin(call))
+                return [.uint64(try await store.apply(changeset))]
+            },
+            method("SetFromString", [.init("key", .string), .init("text", .string)], [.init("serial", .uint64)]) {
+                call throws(SettingsError) in
+                let key = try key(call.arguments[0])
+                guard case .string(let text) = call.arguments[1] else { return [] }
+                let registered = try? await store.describe(key).schema?.type
+                let value: DBusValue
+                do throws(GVariantTextError) {
+                    value = try GVariantText.parse(text, as: registered)
+                } catch {
+                    throw error.settingsError(for: key)
+                }
+                return [.uint64(try await store.apply(Changeset(sets: [(key, value)], origin: origin(call))))]
+            },
+            method(
+                "Apply", [.init("set", stringMap), .init("reset", .array(.string)), .init("options", stringMap)],
+                [.init("serial", .uint64)]
+            ) { call throws(SettingsError) in
+                var changeset = Changeset(origin: origin(call))
+                for (name, value) in try variantMap(call.arguments[0]) {
+                    changeset.sets.append((try SettingPath(name), value))
+                }
+                changeset.resets = try strings(call.arguments[1]).map { text throws(SettingsError) in
+                    try SettingLocation(text)
+                }
+                for (name, value) in try variantMap(call.arguments[2]) {
+                    switch (name, value) {
+                    case ("if-serial", .uint64(let serial)): changeset.ifSerial = serial
+                    case ("if-serial", _):
+                        throw .invalidValue("option if-serial takes a uint64 (t), not '\(value.type)'")
+                    default:
+                        throw .invalidValue("unknown option '\(name)'; Apply knows: if-serial")
+                    }
+                }
+                return [.uint64(try await store.apply(changeset))]
+            },
+            method("Reset", [.init("keyOrDir", .string)], [.init("serial", .uint64)]) { call throws(SettingsError) in
+                guard case .string(let text) = call.arguments[0] else { return [] }
+                let changeset = Changeset(resets: [try SettingLocation(text)], origin: origin(call))
+                return [.uint64(try await store.apply(changeset))]
+            },
+            method(
+                "Register",
+                [.init("key", .string), .init("signature", .string), .init("default", .variant), .init("options", stringMap)],
+                []
+            ) { call throws(SettingsError) in
+                let key = try key(call.arguments[0])
+                let schema = try SchemaCoding.schema(
+                    signature: call.arguments[1], defaultValue: call.arguments[2], options: try variantMap(call.arguments[3]),
+                    for: key)
+                _ = try await store.apply(Changeset(registrations: [(key, schema)], origin: origin(call)))
+                return []
+            },
+            method("Describe", [.init("key", .string)], [.init("description", stringMap)]) { call throws(SettingsError) in
+                [SchemaCoding.describe(try await store.describe(try key(call.arguments[0])))]
+            },
+        ]
+        return DBusInterface(
+            name: SettingsBusNames.interface,
+            methods: methods,
+            signals: [
+                DBusSignal(
+                    name: "Changed",
+                    arguments: [
+                        .init("path", .string), .init("values", stringMap), .init("removed", .array(.string)),
+                        .init("serial", .uint64), .init("origin", .string),
+                    ])
+            ],
+            properties: [
+                DBusProperty(name: "Serial", type: .uint64, changeSignal: .none) { .uint64(await store.serial) },
+                DBusProperty(name: "Version", type: .uint32, changeSignal: .constant) { .uint32(version) },
+            ])
+    }
+
+    /// The `Changed` signal for one commit.
+    ///
+    /// Keys registered as secret appear in neither `values` nor `removed`: the signal's `path` still covers
+    /// them, so a watcher of such a key sees that something under its path changed and re-reads it.
+    public static func changedSignal(_ change: CommittedChange) -> DBusMessage {
+        .signal(
+            path: SettingsBusNames.objectPath, interface: SettingsBusNames.interface, member: "Changed",
+            body: [
+                .string(change.path.rawValue), valueMap(change.values),
+                .array(.string, change.removed.map(DBusValue.string)), .uint64(change.serial),
+                .string(change.origin),
+            ])
+    }
+
+    // MARK: - Argument helpers
+
+    static func key(_ value: DBusValue) throws(SettingsError) -> SettingPath {
+        guard case .string(let text) = value else { throw .invalidKey("a key is a string") }
+        return try SettingPath(text)
+    }
+
+    static func directory(_ value: DBusValue) throws(SettingsError) -> SettingDirectory {
+        guard case .string(let text) = value else { throw .invalidKey("a directory is a string") }
+        return try SettingDirectory(text)
+    }
+
+    static func strings(_ value: DBusValue) throws(SettingsError) -> [String] {
+        guard case .array(.string, let elements) = value else { throw .invalidValue("a list of strings was expected") }
+        return elements.compactMap { element in
+            if case .string(let text) = element { return text }
+            return nil
+        }
+    }
+
+    static func variantMap(_ value: DBusValue) throws(SettingsError) -> [(String, DBusValue)] {
+        guard case .dictionary(.string, .variant, let entries) = value else {
+            throw .invalidValue("a dictionary a{sv} was expected")
+        }
+        return entries.compactMap { entry in
+            guard case .string(let name) = entry.key, case .variant(let inner) = entry.value else { return nil }
+            return (name, inner)
+        }
+    }
+
+    static func valueMap(_ values: [String: DBusValue]) -> DBusValue {
+        .dictionary(
+            key: .string, value: .variant,
+            values.sorted { $0.key < $1.key }.map { DBusDictEntry(key: .string($0.key), value: .variant($0.value)) })
+    }
+
+    static func origin(_ call: DBusMethodCall) -> String {
+        call.sender?.rawValue ?? ""
+    }
+}

@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import ArgumentParser
+import DBus
+import Foundation
+import Logging
+import SettingsBroker
+import ServiceLifecycle
+import UnixSignals
+
+/// `settings-broker`: owns the settings store of a user session and serves it on D-Bus.
+@main
+struct SettingsBrokerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "settings-broker",
+        abstract: "Serve the SettingsBus settings store as io.github.settingsbus.Settings1 on D-Bus.",
+        discussion: """
+            Started per user session by D-Bus activation or systemd --user. It stores settings in SQLite \
+            (WAL) under $XDG_CONFIG_HOME/settingsbus/ and announces every change with a Changed signal. \
+            SIGTERM finishes the commits in flight, releases the bus name and exits 0.
+            """)
+
+    @Option(help: "The bus to serve on: session, system, or a D-Bus address such as unix:path=/run/user/1000/bus.")
+    var bus: String = "session"
+
+    @Option(help: "The store file (default: $XDG_CONFIG_HOME/settingsbus/settings.db).")
+    var store: String?
+
+    @Option(help: "Exit after this many seconds without a method call (D-Bus activation starts it again).")
+    var idleExit: Double?
+
+    @Option(help: "full: every acknowledged write survives a machine crash; relaxed: it survives a broker crash.")
+    var durability: String = Durability.full.rawValue
+
+    @Option(help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevel: String = "info"
+
+    func validate() throws {
+        guard Logger.Level(rawValue: logLevel) != nil else {
+            throw ValidationError("unknown --log-level '\(logLevel)'; use trace, debug, info, notice, warning, error or critical")
+        }
+        guard Durability(rawValue: durability) != nil else {
+            throw ValidationError("unknown --durability '\(durability)'; use full or relaxed")
+        }
+        if let idleExit, !(idleExit > 0 && idleExit.isFinite) {
+            throw ValidationError("--idle-exit takes a positive number of seconds")
+        }
+    }
+
+    func run() async throws {
+        let level = Logger.Level(rawValue: logLevel) ?? .info
+        LoggingSystem.bootstrap { label in JournalLogHandler(label: label, level: level) }
+        let logger = Logger(label: "settings-broker")
+        let busChoice: DBusConnection.Bus =
+            switch bus {
+            case "session": .session
+            case "system": .system
+            default: .address(bus)
+            }
+        let service = BrokerService(
+            configuration: .init(
+                bus: busChoice, storePath: store ?? Self.defaultStorePath(),
+                durability: Durability(rawValue: durability) ?? .full,
+                idleExit: idleExit.map { .milliseconds(Int64($0 * 1000)) }),
+            logger: logger)
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup)],
+                gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger))
+        do {
+            try await group.run()
+        } catch let error as BrokerService.StartError {
+            logger.critical("\(error.description)")
+            throw ExitCode(1)
+        }
+    }
+
+    /// `$XDG_CONFIG_HOME/settingsbus/settings.db`, with `~/.config` when the variable is unset or empty.
+    static func defaultStorePath() -> String {
+        let environment = ProcessInfo.processInfo.environment
+        let config: String
+        if let xdg = environment["XDG_CONFIG_HOME"], xdg.hasPrefix("/") {
+            config = xdg
+        } else {
+            config = (environment["HOME"] ?? NSHomeDirectory()) + "/.config"
+        }
+        return config + "/settingsbus/settings.db"
+    }
+}
