@@ -5,24 +5,30 @@ import Synchronization
 
 /// Objects and helpers the DBus tests export and share.
 enum Fixtures {
-    /// `org.example.Echo1`: `Echo(v) → v`, `Concat(s, s) → s`, `Fail()` throwing a named error, and a
-    /// read-write `Volume` property. Each received variant is recorded in `received`.
-    static func echoInterface(received: Recorder<DBusValue>? = nil, volume: Recorder<DBusValue>? = nil) -> DBusInterface {
+    /// `org.example.Echo1`: `Echo(v) → v`, `Concat(s, s) → s`, `Fail()` throwing a named error, a read-only
+    /// `Version` and a read-write `Volume` property. Each received variant is recorded in `received`, and the
+    /// name of each method whose handler runs in `calls`.
+    static func echoInterface(
+        received: Recorder<DBusValue>? = nil, volume: Recorder<DBusValue>? = nil, calls: Recorder<String>? = nil
+    ) -> DBusInterface {
         let volumeStore = volume ?? Recorder(initial: [.int32(5)])
         return DBusInterface(
             name: "org.example.Echo1",
             methods: [
                 DBusMethod(name: "Echo", inputs: [.init("value", .variant)], outputs: [.init("value", .variant)]) { call in
+                    calls?.append("Echo")
                     received?.append(call.arguments[0])
                     return call.arguments
                 },
                 DBusMethod(
                     name: "Concat", inputs: [.init("a", .string), .init("b", .string)], outputs: [.init("ab", .string)]
                 ) { call in
+                    calls?.append("Concat")
                     guard case .string(let a) = call.arguments[0], case .string(let b) = call.arguments[1] else { return [] }
                     return [.string(a + b)]
                 },
                 DBusMethod(name: "Fail") { _ in
+                    calls?.append("Fail")
                     throw DBusError("org.example.Echo1.Error.Broken", "it broke on purpose")
                 },
             ],
@@ -68,13 +74,40 @@ enum Fixtures {
     }
 }
 
-/// A thread-safe list that handlers append to and tests read.
+/// A thread-safe list that handlers append to and tests read, or wait on.
 final class Recorder<Element: Sendable>: Sendable {
-    private let items: Mutex<[Element]>
+    private struct State {
+        var items: [Element]
+        var waiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+    }
 
-    init(initial: [Element] = []) { items = Mutex(initial) }
+    private let state: Mutex<State>
 
-    func append(_ item: Element) { items.withLock { $0.append(item) } }
-    var all: [Element] { items.withLock { $0 } }
-    var last: Element? { items.withLock { $0.last } }
+    init(initial: [Element] = []) { state = Mutex(State(items: initial)) }
+
+    func append(_ item: Element) {
+        let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.items.append(item)
+            let count = state.items.count
+            let ready = state.waiters.filter { $0.count <= count }.map(\.continuation)
+            state.waiters.removeAll { $0.count <= count }
+            return ready
+        }
+        for waiter in ready { waiter.resume() }
+    }
+
+    var all: [Element] { state.withLock { $0.items } }
+    var last: Element? { state.withLock { $0.items.last } }
+
+    /// Waits until at least `count` items have been recorded (the suite's time limit bounds the wait).
+    func wait(untilCount count: Int) async {
+        await withCheckedContinuation { continuation in
+            let done = state.withLock { state -> Bool in
+                if state.items.count >= count { return true }
+                state.waiters.append((count, continuation))
+                return false
+            }
+            if done { continuation.resume() }
+        }
+    }
 }

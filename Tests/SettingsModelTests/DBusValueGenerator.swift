@@ -100,7 +100,7 @@ struct DBusValueGenerator {
     private mutating func double() -> Double {
         let special: [Double] = [
             0, -0.0, 0.1, 0.5, 1, -1, 1e-300, 1e300, 1e16, 1e21, 123.456, -2.5e-8, .leastNonzeroMagnitude, 2.2250738585072014e-308,
-            .greatestFiniteMagnitude, -.greatestFiniteMagnitude, .infinity, -.infinity, 9007199254740993,
+            .greatestFiniteMagnitude, -.greatestFiniteMagnitude, .infinity, -.infinity, 9007199254740992,
         ]
         if chance(1, in: 2) { return pick(special) }
         while true {

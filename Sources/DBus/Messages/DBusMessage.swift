@@ -102,7 +102,13 @@ public struct DBusMessage: Sendable, Hashable {
         return message
     }
 
-    /// Checks that the message is complete for its kind and that every argument can be sent.
+    /// The object path that libdbus reserves for local messages, `/org/freedesktop/DBus/Local`.
+    static let localPath = "/org/freedesktop/DBus/Local"
+    /// The interface that libdbus reserves for local messages, `org.freedesktop.DBus.Local`.
+    static let localInterface = "org.freedesktop.DBus.Local"
+
+    /// Checks that the message is complete for its kind, uses no name reserved to libdbus, and that every
+    /// argument can be sent.
     ///
     /// - Throws: ``DBusError`` named `org.freedesktop.DBus.Error.InvalidArgs`.
     public func validate() throws(DBusError) {
@@ -122,6 +128,12 @@ public struct DBusMessage: Sendable, Hashable {
                 throw DBusError(.invalidArgs, "an error needs a reply serial and an error name")
             }
             try NameValidation.check(errorName.rawValue, as: .errorName)
+        }
+        // libdbus reserves these for messages it makes up locally; the bus disconnects a peer that sends them.
+        if path?.rawValue == DBusMessage.localPath || interface?.rawValue == DBusMessage.localInterface {
+            throw DBusError(
+                .invalidArgs,
+                "\(DBusMessage.localPath) and \(DBusMessage.localInterface) are reserved to libdbus and cannot be sent")
         }
         for value in body { try value.validate() }
         let text = signature.text

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 
-/// A bus name, unique (`
+/// A bus name, unique (`:1.42`) or well-known (`io.github.settingsbus.Settings1`).
 ///
-/// 1.42`) or well-known (`io.github.settingsbus.Settings1`).:Valid: `:1.42`, `org.freedesktop.DBus`, `io.github.settingsbus.Settings1`. Invalid: ``, `org`, `.org.x`, `org..x`, `1org.x`.
+/// Valid: `:1.42`, `org.freedesktop.DBus`, `io.github.settingsbus.Settings1`. Invalid: `""`, `org`, `.org.x`,
+/// `org..x`, `1org.x`, `:1`.
 ///
 /// The throwing initialiser checks the grammar of the D-Bus specification, so a `BusName` can always be handed
 /// to libdbus. A string literal that breaks the grammar is a programmer error and traps.

@@ -26,9 +26,17 @@ enum NameValidation {
             case .errorName: return dbus_validate_error_name(pointer, nil) != 0
             }
         }
-        guard valid else {
+        guard valid, kind != .busName || hasUniqueNameElements(text) else {
             throw DBusError(.invalidArgs, "invalid \(kind.rawValue) \(quoted(text)): \(rule(for: kind))")
         }
+    }
+
+    /// Whether a unique name (`:1.42`) has two or more non-empty elements, as the specification requires of
+    /// every bus name; libdbus's validator accepts `:`, `:1` and `:.1`. Well-known names are left to libdbus.
+    static func hasUniqueNameElements(_ text: String) -> Bool {
+        guard text.hasPrefix(":") else { return true }
+        let elements = text.utf8.dropFirst().split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        return elements.count >= 2 && elements.allSatisfy { !$0.isEmpty }
     }
 
     static func rule(for kind: Kind) -> String {

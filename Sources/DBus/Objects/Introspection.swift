@@ -81,7 +81,7 @@ extension DBusInterface {
         func arg(_ argument: DBusArgument, direction: String?) -> String {
             let name = argument.name.isEmpty ? "" : " name=\"\(Introspection.escape(argument.name))\""
             let dir = direction.map { " direction=\"\($0)\"" } ?? ""
-            return "\(pad)      <arg\(name) type=\"\(Introspection.escape(argument.type.signatureText))\"\(dir)/>\n"
+            return "\(pad)    <arg\(name) type=\"\(Introspection.escape(argument.type.signatureText))\"\(dir)/>\n"
         }
         var xml = "\(pad)<interface name=\"\(name)\">\n"
         for method in methods {

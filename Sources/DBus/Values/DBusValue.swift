@@ -71,8 +71,8 @@ public indirect enum DBusValue: Sendable, Hashable {
     }
 
     /// Checks that the value can be sent: its type is a valid signature (so every container holds a
-    /// complete type and nests within the limits), strings hold no NUL, every element matches its
-    /// container's type, and the whole value nests at most ``maximumTotalDepth`` levels.
+    /// complete type and nests within the limits), strings hold no NUL, signature values are valid, every
+    /// element matches its container's type, and the whole value nests at most ``maximumTotalDepth`` levels.
     ///
     /// - Throws: ``DBusError`` named `org.freedesktop.DBus.Error.InvalidArgs` saying what is wrong.
     public func validate() throws(DBusError) {
@@ -97,6 +97,12 @@ public indirect enum DBusValue: Sendable, Hashable {
         case .string(let text):
             guard !text.utf8.contains(0) else {
                 throw DBusError(.invalidArgs, "D-Bus strings cannot contain a NUL character")
+            }
+        case .signature(let signature):
+            // `Signature(types:)` does not check its types (a hand-built `.structure([])` or 33 nested arrays),
+            // and libdbus aborts the process when asked to append an invalid signature.
+            do { _ = try Signature(signature.text) } catch {
+                throw DBusError(.invalidArgs, "signature value is invalid: \(error.message)")
             }
         case .variant(let inner):
             // A variant starts a new signature, so its contents are checked as a value of their own.
