@@ -1,0 +1,322 @@
+// SPDX-License-Identifier: Apache-2.0
+
+public import DBus
+public import Foundation
+internal import Glibc
+import Synchronization
+
+/// The real `settings-broker` executable, running as a child process on a ``TestBus``.
+///
+/// Each broker gets a temporary directory that holds its store file (unless another is given) and its log
+/// (standard error); the directory is removed when the broker is stopped.
+///
+/// ```swift
+/// try await withTestBus { bus in
+///     let broker = try await TestBroker.start(on: bus)
+///     // … call io.github.settingsbus.Settings1 with gdbus, dbus-send or a DBusConnection …
+///     #expect(await broker.stop() == 0)
+/// }
+/// ```
+///
+/// ``start(on:storePath:arguments:)`` returns once the broker owns its bus name: it subscribes to
+/// `NameOwnerChanged` before starting the process and waits for the signal, never for a fixed time.
+///
+/// - Important: Call ``stop()`` or ``kill()`` before the test ends, so that no broker outlives it.
+public final class TestBroker: Sendable {
+    /// The bus name the broker takes.
+    public static let busName: BusName = "io.github.settingsbus.Settings1"
+
+    /// The process.
+    public let process: ChildProcess
+    /// The store file.
+    public let storePath: String
+    /// The broker's temporary directory: its log, and its store unless another path was given.
+    public let directory: URL
+    /// The unique bus name of the broker's connection.
+    public let uniqueName: BusName
+    /// The bus the broker serves on.
+    public let bus: TestBus
+    private let arguments: [String]
+    /// Directories removed when the broker ends: its own, plus one handed over by ``restart()``.
+    private let ownedDirectories: Mutex<[URL]>
+
+    /// The process id.
+    public var pid: Int32 { process.pid }
+
+    /// The log file (the broker's standard error).
+    public var logFile: URL { directory.appendingPathComponent("broker.log") }
+
+    private init(
+        process: ChildProcess, storePath: String, directory: URL, uniqueName: BusName, bus: TestBus,
+        arguments: [String], ownedDirectories: [URL]
+    ) {
+        self.process = process
+        self.storePath = storePath
+        self.directory = directory
+        self.uniqueName = uniqueName
+        self.bus = bus
+        self.arguments = arguments
+        self.ownedDirectories = Mutex(ownedDirectories)
+    }
+
+    /// The `settings-broker` executable next to the running test bundle.
+    ///
+    /// The test bundle is `.build/<config>/<Package>PackageTests.xctest`; `swift build` puts the broker at
+    /// `.build/<config>/settings-broker`. The variable `SETTINGS_BROKER` overrides the location.
+    ///
+    /// - Throws: ``TestProcess/Failure`` when the executable is missing ("build it first: swift build").
+    public static func executablePath() throws -> String {
+        if let explicit = ProcessInfo.processInfo.environment["SETTINGS_BROKER"], !explicit.isEmpty {
+            guard FileManager.default.isExecutableFile(atPath: explicit) else {
+                throw TestProcess.Failure(description: "SETTINGS_BROKER=\(explicit) is not an executable file")
+            }
+            return explicit
+        }
+        var candidates: [String] = []
+        for start in [CommandLine.arguments.first ?? "", "/proc/self/exe"] where !start.isEmpty {
+            let resolved = URL(fileURLWithPath: start).resolvingSymlinksInPath()
+            var folder = resolved.deletingLastPathComponent()
+            // Inside a bundle directory (`….xctest/…`), step out of it.
+            while folder.path != "/", folder.path.contains(".xctest") {
+                folder = folder.deletingLastPathComponent()
+            }
+            candidates.append(folder.appendingPathComponent("settings-broker").path)
+        }
+        if let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) {
+            return found
+        }
+        throw TestProcess.Failure(
+            description: "the settings-broker executable is missing (looked at \(candidates.joined(separator: ", "))); "
+                + "build it first: swift build")
+    }
+
+    /// Starts a broker and waits until it owns `io.github.settingsbus.Settings1`.
+    ///
+    /// - Parameters:
+    ///   - bus: the bus to serve on (`--bus <address>`).
+    ///   - storePath: the store file; nil for `settings.db` in the broker's temporary directory.
+    ///   - arguments: more command-line arguments, such as `["--log-level", "debug"]`.
+    ///   - timeLimit: how long to wait for the name.
+    /// - Throws: ``TestProcess/Failure`` when the executable is missing, or the broker exits or does not take
+    ///   its name within `timeLimit` (the message holds its log).
+    public static func start(
+        on bus: TestBus, storePath: String? = nil, arguments: [String] = [], timeLimit: Duration = .seconds(30)
+    ) async throws -> TestBroker {
+        try await start(on: bus, storePath: storePath, arguments: arguments, timeLimit: timeLimit, adopting: [])
+    }
+
+    private static func start(
+        on bus: TestBus, storePath: String?, arguments: [String], timeLimit: Duration, adopting: [URL]
+    ) async throws -> TestBroker {
+        let executable = try executablePath()
+        let directory = try makeTemporaryDirectory()
+        let store = storePath ?? directory.appendingPathComponent("settings.db").path
+        let log = directory.appendingPathComponent("broker.log")
+        do {
+            let connection = try await bus.connect()
+            // Given: a subscription to the name's owner changes, active before the broker exists.
+            var rule = MatchRule(
+                sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus", member: "NameOwnerChanged")
+            rule.arguments[0] = busName.rawValue
+            let changes: DBusSignalStream
+            do {
+                changes = try await connection.signals(matching: rule)
+            } catch {
+                await connection.close()
+                throw error
+            }
+
+            let logFD = open(log.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+            guard logFD >= 0 else {
+                await connection.close()
+                throw TestProcess.Failure(description: "cannot create \(log.path): errno \(errno)")
+            }
+            let process: ChildProcess
+            do {
+                defer { close(logFD) }
+                process = try ChildProcess.spawn(
+                    executable, ["--bus", bus.address, "--store", store] + arguments,
+                    environment: ProcessInfo.processInfo.environment.merging(bus.environment) { _, new in new },
+                    stdout: logFD, stderr: logFD)
+            } catch {
+                await connection.close()
+                throw error
+            }
+
+            // When: the first of three events: the name gets an owner, the broker exits, or time runs out.
+            let outcome = await firstOutcome(changes: changes, process: process, timeLimit: timeLimit)
+            await connection.close()
+            switch outcome {
+            case .owned(let owner):
+                return TestBroker(
+                    process: process, storePath: store, directory: directory, uniqueName: owner, bus: bus,
+                    arguments: arguments, ownedDirectories: [directory] + adopting)
+            case .exited(let status):
+                let logged = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+                throw TestProcess.Failure(
+                    description: "settings-broker exited with status \(status) before taking its name; its log:\n\(logged)")
+            case .timedOut:
+                process.signal(SIGKILL)
+                _ = await process.waitForExit()
+                let logged = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+                throw TestProcess.Failure(
+                    description: "settings-broker did not take \(busName) within \(timeLimit); its log:\n\(logged)")
+            }
+        } catch {
+            try? FileManager.default.removeItem(at: directory)
+            throw error
+        }
+    }
+
+    private enum StartOutcome: Sendable {
+        case owned(BusName)
+        case exited(Int32)
+        case timedOut
+    }
+
+    /// Waits for whichever comes first; the tasks that lose are cancelled (the exit waiter simply finishes
+    /// later, when the process ends).
+    private static func firstOutcome(
+        changes: DBusSignalStream, process: ChildProcess, timeLimit: Duration
+    ) async -> StartOutcome {
+        let first = FirstOutcome<StartOutcome>()
+        let watcher = Task {
+            for await signal in changes {
+                // NameOwnerChanged(s name, s old_owner, s new_owner): an empty new owner is a release.
+                if signal.body.count == 3, case .string(let owner) = signal.body[2], !owner.isEmpty,
+                    let unique = try? BusName(owner)
+                {
+                    first.offer(.owned(unique))
+                    return
+                }
+            }
+        }
+        let timer = Task {
+            do { try await Task.sleep(for: timeLimit) } catch { return }
+            first.offer(.timedOut)
+        }
+        Task { first.offer(.exited(await process.waitForExit())) }
+        let outcome = await first.value()
+        watcher.cancel()
+        timer.cancel()
+        return outcome
+    }
+
+    /// Sends SIGTERM, waits for the broker to exit and removes its temporary directory.
+    ///
+    /// - Returns: the exit status (0 for a clean shutdown), or 128 + the signal that ended it.
+    @discardableResult
+    public func stop() async -> Int32 {
+        process.signal(SIGTERM)
+        let status = await process.waitForExit()
+        removeDirectories()
+        return status
+    }
+
+    /// Sends SIGKILL, waits for the broker to die and removes its temporary directory.
+    ///
+    /// - Returns: the status, 137 (128 + SIGKILL) unless the broker had exited already.
+    @discardableResult
+    public func kill() async -> Int32 {
+        process.signal(SIGKILL)
+        let status = await process.waitForExit()
+        removeDirectories()
+        return status
+    }
+
+    /// Stops the broker with SIGTERM and starts a new one on the same bus and store, with the same arguments.
+    ///
+    /// The store's temporary directory passes to the new broker, which removes it when it stops.
+    ///
+    /// - Returns: the old broker's exit status and the new broker.
+    public func restart() async throws -> (exitStatus: Int32, broker: TestBroker) {
+        process.signal(SIGTERM)
+        let status = await process.waitForExit()
+        let handed = ownedDirectories.withLock { directories in
+            defer { directories = [] }
+            return directories
+        }
+        let next: TestBroker
+        do {
+            next = try await TestBroker.start(
+                on: bus, storePath: storePath, arguments: arguments, timeLimit: .seconds(30),
+                adopting: handed.filter { $0 != directory } + [directory])
+        } catch {
+            for directory in handed { try? FileManager.default.removeItem(at: directory) }
+            throw error
+        }
+        return (status, next)
+    }
+
+    /// What the broker has written to its standard error and output so far.
+    public func log() -> String {
+        (try? String(contentsOf: logFile, encoding: .utf8)) ?? ""
+    }
+
+    private func removeDirectories() {
+        let directories = ownedDirectories.withLock { directories in
+            defer { directories = [] }
+            return directories
+        }
+        for directory in directories { try? FileManager.default.removeItem(at: directory) }
+    }
+
+    static func makeTemporaryDirectory() throws -> URL {
+        var template = Array("/tmp/settingsbus-broker-XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else {
+            throw TestProcess.Failure(description: "cannot create a temporary directory: errno \(errno)")
+        }
+        return URL(fileURLWithPath: String(cString: made))
+    }
+
+    deinit {
+        // A broker that was never stopped is killed so that it cannot outlive the test run.
+        let leftovers = ownedDirectories.withLock { $0 }
+        if !leftovers.isEmpty {
+            process.signal(SIGKILL)
+            for directory in leftovers { try? FileManager.default.removeItem(at: directory) }
+        }
+    }
+}
+
+extension TestBus {
+    /// Writes an activation file so that the first call to `io.github.settingsbus.Settings1` on this bus
+    /// starts the real `settings-broker` on it (D-Bus activation).
+    ///
+    /// The activated broker is a child of the bus daemon, not of the test; its log goes to the daemon's log.
+    ///
+    /// - Parameters:
+    ///   - storePath: the store file the activated broker uses.
+    ///   - arguments: more command-line arguments.
+    /// - Throws: ``TestProcess/Failure`` when the executable is missing; an error writing the file.
+    public func installBrokerService(storePath: String, arguments: [String] = []) throws {
+        try installService(
+            name: TestBroker.busName.rawValue,
+            command: [try TestBroker.executablePath(), "--bus", address, "--store", storePath] + arguments)
+    }
+}
+
+/// A value delivered once, by whichever of several tasks offers one first.
+final class FirstOutcome<Value: Sendable>: Sendable {
+    private let state = Mutex<(value: Value?, waiter: CheckedContinuation<Value, Never>?)>((nil, nil))
+
+    func offer(_ value: Value) {
+        let waiter = state.withLock { state -> CheckedContinuation<Value, Never>? in
+            guard state.value == nil else { return nil }
+            state.value = value
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(returning: value)
+    }
+
+    func value() async -> Value {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { state -> Value? in
+                if state.value == nil { state.waiter = continuation }
+                return state.value
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+}
