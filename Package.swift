@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "DBus", targets: ["DBus"]),
         .library(name: "SettingsModel", targets: ["SettingsModel"]),
         .library(name: "SettingsBroker", targets: ["SettingsBroker"]),
+        .library(name: "SettingsBus", targets: ["SettingsBus"]),
         .library(name: "SettingsBusTesting", targets: ["SettingsBusTesting"]),
         .executable(name: "settings-broker", targets: ["settings-broker"]),
     ],
@@ -51,6 +52,11 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "SettingsBus",
+            dependencies: ["DBus", "SettingsModel"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(

@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import DBus
+import SettingsModel
+import Synchronization
+
+/// The connection a ``BusSettingsStore`` calls the broker through: opened on first use, opened again after
+/// it is lost, and closed by ``close()``.
+///
+/// Calls go to the broker's well-known name, so the first one starts the broker by D-Bus activation when it
+/// is not running. D-Bus errors become ``SettingsModel/SettingsError``s in one place, ``settingsError(_:)``.
+final class BrokerLink: Sendable {
+    private enum Connection {
+        case none
+        case connecting(Task<DBusConnection, any Error>)
+        case open(DBusConnection)
+        case closed
+    }
+
+    let bus: DBusConnection.Bus
+    let busName: BusName
+    let timeout: Duration
+    private let state = Mutex<Connection>(.none)
+
+    init(bus: DBusConnection.Bus, busName: BusName, timeout: Duration) {
+        self.bus = bus
+        self.busName = busName
+        self.timeout = timeout
+    }
+
+    /// The open connection, opening one if there is none.
+    ///
+    /// - Throws: `BrokerUnavailable` when the bus cannot be reached, `Disconnected` after ``close()``.
+    func connection() async throws(SettingsError) -> DBusConnection {
+        let current: Connection = try state.withLock { state throws(SettingsError) in
+            switch state {
+            case .open, .connecting: return state
+            case .closed: throw SettingsError(.disconnected, "the settings store was closed")
+            case .none:
+                let bus = self.bus
+                let task = Task { try await DBusConnection.connect(to: bus) }
+                state = .connecting(task)
+                return state
+            }
+        }
+        let task: Task<DBusConnection, any Error>
+        switch current {
+        case .open(let connection): return connection
+        case .connecting(let connecting): task = connecting
+        case .none, .closed: throw SettingsError(.disconnected, "the settings store was closed")
+        }
+        do {
+            let connection = try await task.value
+            // Whoever moves the state from connecting to open watches the connection for its end.
+            let (kept, opened) = state.withLock { state -> (Bool, Bool) in
+                switch state {
+                case .connecting, .none:
+                    state = .open(connection)
+                    return (true, true)
+                case .open(let current): return (current === connection, false)
+                case .closed: return (false, false)
+                }
+            }
+            guard kept else {
+                await connection.close()
+                throw SettingsError(.disconnected, "the settings store was closed")
+            }
+            if opened { watchForLoss(of: connection) }
+            return connection
+        } catch let error as SettingsError {
+            throw error
+        } catch {
+            state.withLock { state in
+                if case .connecting = state { state = .none }
+            }
+            throw Self.settingsError(error, bus: bus)
+        }
+    }
+
+    /// Forgets a connection once it ends, so the next call opens a new one.
+    private func watchForLoss(of connection: DBusConnection) {
+        Task { [weak self] in
+            await connection.waitUntilClosed()
+            self?.state.withLock { state in
+                if case .open(let current) = state, current === connection { state = .none }
+            }
+        }
+    }
+
+    /// Calls a method of the broker's `Settings1` interface.
+    ///
+    /// - Throws: ``SettingsModel/SettingsError`` mapped from the reply or the failure.
+    func call(_ member: MemberName, _ arguments: [DBusValue]) async throws(SettingsError) -> [DBusValue] {
+        let connection = try await connection()
+        do {
+            return try await connection.call(
+                destination: busName, path: SettingsBusNames.objectPath, interface: SettingsBusNames.interface,
+                member: member, arguments: arguments, timeout: timeout)
+        } catch {
+            throw Self.settingsError(error, bus: bus)
+        }
+    }
+
+    /// Closes the connection; later calls fail with `Disconnected`.
+    func close() async {
+        let previous = state.withLock { state in
+            defer { state = .closed }
+            return state
+        }
+        switch previous {
+        case .open(let connection): await connection.close()
+        case .connecting(let task): if let connection = try? await task.value { await connection.close() }
+        case .none, .closed: break
+        }
+    }
+
+    /// Maps a failure of a call to the broker onto a ``SettingsModel/SettingsError``.
+    static func settingsError(_ error: any Error, bus: DBusConnection.Bus) -> SettingsError {
+        if let error = error as? SettingsError { return error }
+        if error is CancellationError { return SettingsError(.disconnected, "the call was cancelled") }
+        guard let error = error as? DBusError else { return SettingsError(.brokerUnavailable, "\(error)") }
+        if let settings = SettingsError(error) { return settings }
+        switch error.name {
+        case .serviceUnknown, .nameHasNoOwner:
+            return SettingsError(
+                .brokerUnavailable,
+                "no settings broker runs on the \(busDescription(bus)) and none could be started by D-Bus "
+                    + "activation (\(error.message)). Install it with `scripts/install` (it puts "
+                    + "io.github.settingsbus.Settings1.service into ~/.local/share/dbus-1/services), or start "
+                    + "`settings-broker` yourself.")
+        case .noReply, .timeout:
+            return SettingsError(.timedOut, "the settings broker did not answer in time: \(error.message)")
+        case .disconnected:
+            return SettingsError(.disconnected, "the connection to the \(busDescription(bus)) was lost: \(error.message)")
+        case .invalidArgs:
+            return SettingsError(.invalidValue, error.message)
+        case .accessDenied:
+            return SettingsError(.notWritable, error.message)
+        default:
+            if error.name.rawValue.hasPrefix("org.freedesktop.DBus.Error.Spawn") {
+                return SettingsError(
+                    .brokerUnavailable, "D-Bus could not start the settings broker: \(error.message)")
+            }
+            if error.name.rawValue.hasPrefix("org.freedesktop.DBus.Error.") {
+                return SettingsError(
+                    .brokerUnavailable, "cannot reach the settings broker on the \(busDescription(bus)): \(error)")
+            }
+            return SettingsError(.brokerUnavailable, "the settings broker failed: \(error)")
+        }
+    }
+
+    private static func busDescription(_ bus: DBusConnection.Bus) -> String {
+        switch bus {
+        case .session: return "session bus"
+        case .system: return "system bus"
+        case .address(let address), .peer(let address): return "bus at \(address)"
+        }
+    }
+}

@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: Apache-2.0
+
+public import DBus
+public import SettingsModel
+
+/// A typed setting: a key path, a default, and what people are told about it.
+///
+/// Define keys as static members, so call sites read `settings.get(.colorScheme)`:
+///
+/// ```swift
+/// enum ColorScheme: String, SettingValue { case light, dark, system }
+///
+/// extension SettingKey where Value == ColorScheme {
+///     static var colorScheme: Self { .init("/org/example/app/color-scheme", default: .system) }
+/// }
+///
+/// extension SettingKey where Value == Int {
+///     /// A key with a runtime part.
+///     static func windowWidth(_ window: String) -> Self {
+///         .init(try! SettingPath("/org/example/app/windows/\(window)/width"), default: 800)
+///     }
+/// }
+/// ```
+///
+/// The key's type is the D-Bus signature it registers (`register(_:)`): the broker then refuses values of
+/// any other type, from any client or script.
+public struct SettingKey<Value: SettingValue>: Sendable {
+    /// The key path.
+    public let path: SettingPath
+    /// The value read when the key has no value (and, once registered, the broker's default).
+    public let defaultValue: Value
+    /// A one-line summary, registered with the key.
+    public var summary: String?
+    /// A longer description, registered with the key.
+    public var description: String?
+    /// The inclusive range of accepted values, registered with the key.
+    public var range: SettingRange?
+    /// The only accepted values, registered with the key.
+    public var choices: [Value]?
+    /// Whether the value is kept out of change signals (other processes re-read it).
+    public var isSecret: Bool
+    /// Whether the key can change only in debug builds (see ``init(debug:default:release:summary:)``).
+    public let isDebugOnly: Bool
+    /// What a debug-only key reads in a release build.
+    let releaseValue: Value?
+
+    /// Makes a key.
+    ///
+    /// - Parameters:
+    ///   - path: the key path, such as `"/org/example/app/color-scheme"`.
+    ///   - defaultValue: the value read when the key has no value.
+    ///   - summary: a one-line summary for people.
+    ///   - description: a longer description.
+    ///   - isSecret: whether the value is kept out of change signals.
+    public init(
+        _ path: SettingPath, default defaultValue: Value, summary: String? = nil, description: String? = nil,
+        isSecret: Bool = false
+    ) {
+        self.path = path
+        self.defaultValue = defaultValue
+        self.summary = summary
+        self.description = description
+        self.range = nil
+        self.choices = nil
+        self.isSecret = isSecret
+        self.isDebugOnly = false
+        self.releaseValue = nil
+    }
+
+    /// Makes a key that can change only in debug builds: in a release build it always reads `release`, and
+    /// writing it fails with `NotWritable`.
+    ///
+    /// ```swift
+    /// extension SettingKey where Value == Bool {
+    ///     static var showFrameRate: Self { .init(debug: "/org/example/app/debug/show-frame-rate", default: true, release: false) }
+    /// }
+    /// ```
+    public init(debug path: SettingPath, default defaultValue: Value, release: Value, summary: String? = nil) {
+        self.path = path
+        self.defaultValue = defaultValue
+        self.summary = summary
+        self.description = nil
+        self.range = nil
+        self.choices = nil
+        self.isSecret = false
+        self.isDebugOnly = true
+        self.releaseValue = release
+    }
+
+    /// The key with the only values it accepts; the broker refuses any other.
+    public func choices(_ values: [Value]) -> Self {
+        var key = self
+        key.choices = values
+        return key
+    }
+
+    /// The key with an inclusive range of accepted values; the broker refuses values outside it.
+    public func range(_ range: ClosedRange<Value>) -> Self where Value: NativeSettingValue & Comparable {
+        var key = self
+        key.range = SettingRange(min: range.lowerBound.nativeDBusValue, max: range.upperBound.nativeDBusValue)
+        return key
+    }
+
+    /// The value a debug-only key is fixed to in this build, or nil when the key can change.
+    public var fixedValue: Value? {
+        #if DEBUG
+        return nil
+        #else
+        return isDebugOnly ? releaseValue : nil
+        #endif
+    }
+
+    /// Decodes a stored value as the key's type.
+    ///
+    /// - Returns: the value, or nil with the reason when it does not decode (then the key reads its default).
+    func decode(_ value: DBusValue?) -> (value: Value, mismatch: SettingsError?) {
+        if let fixed = fixedValue { return (fixed, nil) }
+        guard let value else { return (Value.settingRepresentation.absentValue ?? defaultValue, nil) }
+        do {
+            return (try Value.settingRepresentation.decode(value), nil)
+        } catch {
+            return (defaultValue, error)
+        }
+    }
+
+    /// The D-Bus type the key registers: the representation's, else the default value's.
+    ///
+    /// - Throws: `InvalidValue` when neither is known (an optional Codable key whose default is nil).
+    public func dbusType() throws(SettingsError) -> DBusType {
+        if let type = Value.settingRepresentation.dbusType { return type }
+        if let encoded = try Value.settingRepresentation.encode(defaultValue) { return encoded.type }
+        throw .invalidValue(
+            "the D-Bus type of \(path) cannot be known: \(Value.self) has no fixed type and the default is nil")
+    }
+
+    /// The schema the key registers.
+    ///
+    /// - Throws: `InvalidValue` when the type or the default cannot be encoded, or the key's default is nil
+    ///   (a schema needs a default value).
+    public func schema() throws(SettingsError) -> SettingSchema {
+        let type = try dbusType()
+        guard let encodedDefault = try Value.settingRepresentation.encode(defaultValue) else {
+            throw .invalidValue("\(path) cannot be registered: its default is nil, and a schema needs a default")
+        }
+        var encodedChoices: [DBusValue]?
+        if let choices {
+            var values: [DBusValue] = []
+            for choice in choices {
+                if let encoded = try Value.settingRepresentation.encode(choice) { values.append(encoded) }
+            }
+            encodedChoices = values
+        }
+        return SettingSchema(
+            type: type, defaultValue: encodedDefault, summary: summary, description: description,
+            range: range, choices: encodedChoices,
+            isSecret: isSecret)
+    }
+}

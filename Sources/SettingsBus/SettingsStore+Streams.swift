@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: Apache-2.0
+
+public import SettingsModel
+
+/// A change of one key, as ``SettingsStore/changes(for:)`` reports it.
+public struct SettingChange<Value: SettingValue>: Sendable {
+    /// What happened to the key.
+    public enum Kind: Sendable, Hashable {
+        /// The key has a new effective value (a reset key with a registered default carries the default).
+        case set
+        /// The key was reset and has no value: ``SettingChange/value`` is the key's default.
+        case reset
+    }
+
+    /// What happened.
+    public var kind: Kind
+    /// The key's new value.
+    public var value: Value
+    /// The unique bus name of the process that wrote it; nil when the change was found by reading again
+    /// (after a broker restart).
+    public var origin: String?
+    /// The serial of the commit.
+    public var serial: UInt64
+    /// Why the stored value could not be read as `Value` (the change then carries the key's default).
+    public var problem: SettingsError?
+}
+
+extension SettingsStore {
+    /// The values of a key: its current value first, then each new value.
+    ///
+    /// The stream subscribes before it reads, so no change is missed, drops changes older than its read,
+    /// and keeps only the newest value when the consumer is slower than the writers. It survives a broker
+    /// restart: when the broker is back, it reads again and yields the value if it changed.
+    ///
+    /// ```swift
+    /// for await scheme in settings.values(for: .colorScheme) {
+    ///     window.apply(scheme)
+    /// }
+    /// ```
+    /// - Important: The stream ends when the task iterating it is cancelled.
+    public func values<Value>(for key: SettingKey<Value>) -> SettingValues<Value> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Value.self, bufferingPolicy: .bufferingNewest(1))
+        if let fixed = key.fixedValue {
+            continuation.yield(fixed)
+            continuation.finish()
+            return SettingValues(stream: stream, continuation: continuation)
+        }
+        let updates = updates(of: .key(key.path))
+        let task = Task {
+            for await update in updates where update.kind == .snapshot || update.mentions(key.path) {
+                continuation.yield(key.decode(update.values[key.path]).value)
+            }
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return SettingValues(stream: stream, continuation: continuation)
+    }
+
+    /// The changes of a key, each with the writer's origin: a new value or a reset. The current value is not
+    /// reported; use ``values(for:)`` for that.
+    ///
+    /// The stream keeps up to 128 pending changes; a consumer that falls further behind loses the oldest.
+    ///
+    /// - Important: The stream ends when the task iterating it is cancelled.
+    public func changes<Value>(for key: SettingKey<Value>) -> SettingChanges<Value> {
+        let (stream, continuation) = AsyncStream.makeStream(
+            of: SettingChange<Value>.self, bufferingPolicy: .bufferingNewest(128))
+        let updates = updates(of: .key(key.path))
+        let task = Task {
+            for await update in updates where update.kind != .snapshot && update.mentions(key.path) {
+                let (value, problem) = key.decode(update.values[key.path])
+                let kind: SettingChange<Value>.Kind = update.values[key.path] == nil ? .reset : .set
+                continuation.yield(
+                    SettingChange(kind: kind, value: value, origin: update.origin, serial: update.serial, problem: problem))
+            }
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return SettingChanges(stream: stream)
+    }
+
+    /// The changes below a directory: one ``SettingsUpdate`` per commit that touched a key below it, with the
+    /// new values and the keys left without a value. The state when watching began is not reported.
+    ///
+    /// - Important: The stream ends when the task iterating it is cancelled.
+    public func changes(under directory: SettingDirectory) -> SettingsUpdates {
+        let (stream, continuation) = AsyncStream.makeStream(of: SettingsUpdate.self, bufferingPolicy: .bufferingNewest(128))
+        let updates = updates(of: .directory(directory))
+        let task = Task {
+            for await update in updates where update.kind != .snapshot {
+                continuation.yield(update)
+            }
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return SettingsUpdates(stream)
+    }
+
+    /// Runs `body` with the values of a key and stops watching when it returns.
+    ///
+    /// ```swift
+    /// try await settings.watch(.colorScheme) { schemes in
+    ///     for await scheme in schemes { if scheme == .dark { break } }
+    /// }
+    /// ```
+    public func watch<Value, Result: Sendable>(
+        _ key: SettingKey<Value>, _ body: (SettingValues<Value>) async throws -> Result
+    ) async rethrows -> Result {
+        let values = values(for: key)
+        defer { values.stop() }
+        return try await body(values)
+    }
+}
+
+/// The values of one key (``SettingsStore/values(for:)``).
+public struct SettingValues<Value: SettingValue>: AsyncSequence, Sendable {
+    public typealias Element = Value
+    public typealias Failure = Never
+
+    let stream: AsyncStream<Value>
+    let continuation: AsyncStream<Value>.Continuation
+
+    /// Makes the iterator.
+    public func makeAsyncIterator() -> AsyncStream<Value>.Iterator { stream.makeAsyncIterator() }
+
+    /// Ends the stream and its subscription; an iterator then returns nil.
+    public func stop() {
+        continuation.finish()
+    }
+}
+
+/// The changes of one key (``SettingsStore/changes(for:)``).
+public struct SettingChanges<Value: SettingValue>: AsyncSequence, Sendable {
+    public typealias Element = SettingChange<Value>
+    public typealias Failure = Never
+
+    let stream: AsyncStream<SettingChange<Value>>
+
+    /// Makes the iterator.
+    public func makeAsyncIterator() -> AsyncStream<SettingChange<Value>>.Iterator { stream.makeAsyncIterator() }
+}

@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: Apache-2.0
+
+public import DBus
+public import SettingsModel
+
+/// A place where settings live: the broker on the bus (``BusSettingsStore``) or memory
+/// (``InMemorySettingsStore``, for tests of app code).
+///
+/// The requirements are untyped (key paths and D-Bus values); the typed API — `get`, `set`, `reset`,
+/// `register`, `describe`, `transaction`, `update`, `values(for:)`, `changes(for:)` — is built on them in an
+/// extension, so every store behaves the same. `SettingsBusTesting` ships the conformance suite every store
+/// passes.
+///
+/// ```swift
+/// let settings: any SettingsStore = BusSettingsStore()
+/// try await settings.set(.colorScheme, to: .dark)
+/// for await scheme in settings.values(for: .colorScheme) { apply(scheme) }
+/// ```
+public protocol SettingsStore: Sendable {
+    /// Reads the effective values of keys (a user value, else the registered default); keys without one are
+    /// left out. The serial is the store's last commit when the values were read.
+    ///
+    /// - Throws: ``SettingsModel/SettingsError``.
+    func read(_ keys: [SettingPath]) async throws(SettingsError) -> SettingsSnapshot
+
+    /// Reads every key with an effective value below a directory.
+    ///
+    /// - Throws: ``SettingsModel/SettingsError``.
+    func readTree(_ directory: SettingDirectory) async throws(SettingsError) -> SettingsSnapshot
+
+    /// Lists the direct children of a directory: key names, and subdirectory names ending in `/`, sorted.
+    ///
+    /// - Throws: ``SettingsModel/SettingsError``.
+    func list(_ directory: SettingDirectory) async throws(SettingsError) -> [String]
+
+    /// Commits a transaction atomically: every value is checked first, and a refused transaction stores
+    /// nothing. Returns the serial of the commit (the current serial when it changed nothing).
+    ///
+    /// - Throws: ``SettingsModel/SettingsError`` `TypeMismatch`, `OutOfRange`, `TooLarge`, `InvalidValue`,
+    ///   `Conflict` (the transaction's ``SettingsTransaction/ifSerial`` is older than a change of a key it
+    ///   touches), `NotWritable`, `StoreFailure`, and the connection's errors.
+    @discardableResult
+    func commit(_ transaction: SettingsTransaction) async throws(SettingsError) -> UInt64
+
+    /// Registers schemas; identical re-registration is a no-op.
+    ///
+    /// - Throws: ``SettingsModel/SettingsError`` `SchemaConflict` when a key is registered differently.
+    func register(_ schemas: [SettingPath: SettingSchema]) async throws(SettingsError)
+
+    /// Describes a key: its schema, user value and effective value.
+    ///
+    /// - Throws: ``SettingsModel/SettingsError`` `UnknownKey` when the key has neither a value nor a schema.
+    func describe(_ key: SettingPath) async throws(SettingsError) -> SettingDescription
+
+    /// The updates of a key or of every key below a directory.
+    ///
+    /// The first element is a ``SettingsUpdate/Kind/snapshot`` of the current values, read after the
+    /// subscription was in place; every later element is a change committed after it, in serial order, or a
+    /// ``SettingsUpdate/Kind/resync`` with what changed while the store was unreachable. The sequence ends
+    /// when the consuming task is cancelled.
+    func updates(of location: SettingLocation) -> SettingsUpdates
+
+    /// The effective value of a key when it is known locally, with no round trip: the key (or a directory
+    /// above it) is being watched, and the local copy is at least as new as the last change this process
+    /// wrote or was told of. Nil when the store would have to ask.
+    func cachedValue(of key: SettingPath) -> CachedSetting?
+}
+
+/// The effective value of a key as known locally.
+public struct CachedSetting: Sendable, Hashable {
+    /// The effective value; nil when the key has none.
+    public var value: DBusValue?
+    /// The serial the local copy is current at.
+    public var serial: UInt64
+
+    /// Makes a cached value.
+    public init(value: DBusValue?, serial: UInt64) {
+        self.value = value
+        self.serial = serial
+    }
+}
+
+/// Effective values read at one serial.
+public struct SettingsSnapshot: Sendable, Hashable {
+    /// The effective values; keys without one are absent.
+    public var values: [SettingPath: DBusValue]
+    /// The store's last commit when the values were read.
+    public var serial: UInt64
+
+    /// Makes a snapshot.
+    public init(values: [SettingPath: DBusValue], serial: UInt64) {
+        self.values = values
+        self.serial = serial
+    }
+}
+
+/// What one commit changed below a watched location, or the state when watching began.
+public struct SettingsUpdate: Sendable, Hashable {
+    /// What an update reports.
+    public enum Kind: Sendable, Hashable {
+        /// The current values when watching began (``values`` holds every key with a value).
+        case snapshot
+        /// One commit.
+        case change
+        /// What changed while the store was unreachable (a broker restart), found by reading again.
+        case resync
+    }
+
+    /// What the update reports.
+    public var kind: Kind
+    /// New effective values (a key reset to a registered default carries the default).
+    public var values: [SettingPath: DBusValue]
+    /// Keys left without any value.
+    public var removed: Set<SettingPath>
+    /// The serial of the commit, or of the read.
+    public var serial: UInt64
+    /// The unique bus name of the writer, when known.
+    public var origin: String?
+
+    /// Makes an update.
+    public init(
+        kind: Kind, values: [SettingPath: DBusValue], removed: Set<SettingPath>, serial: UInt64, origin: String?
+    ) {
+        self.kind = kind
+        self.values = values
+        self.removed = removed
+        self.serial = serial
+        self.origin = origin
+    }
+
+    /// Whether the update says anything about `key`.
+    public func mentions(_ key: SettingPath) -> Bool {
+        values[key] != nil || removed.contains(key)
+    }
+}
+
+/// The updates of a watched location, as an `AsyncSequence` (see ``SettingsStore/updates(of:)``).
+public struct SettingsUpdates: AsyncSequence, Sendable {
+    public typealias Element = SettingsUpdate
+    public typealias Failure = Never
+
+    let stream: AsyncStream<SettingsUpdate>
+
+    /// Wraps a stream.
+    public init(_ stream: AsyncStream<SettingsUpdate>) {
+        self.stream = stream
+    }
+
+    /// Makes the iterator.
+    public func makeAsyncIterator() -> AsyncStream<SettingsUpdate>.Iterator {
+        stream.makeAsyncIterator()
+    }
+}

@@ -1,0 +1,289 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import DBus
+import SettingsModel
+import Synchronization
+
+/// The watches of a ``BusSettingsStore``: one bus subscription per watched key or directory, shared by
+/// every stream of it, and the local copy of the watched values that makes reads free.
+///
+/// A watch subscribes to the broker's `Changed` signal with `arg0path` set to its location and `sender`
+/// set to the broker's name (so the bus daemon wakes this process only for changes it asked for, and a
+/// signal forged by another peer never matches), and only then reads the current values, so nothing falls
+/// between the read and the first signal. Signals whose serial is not newer than what the watch has
+/// delivered are dropped. When the broker's name gets a new owner (a restart), the watch reads again and
+/// reports what changed meanwhile; when the connection is lost, it reconnects.
+///
+/// All state is in one `Mutex`; updates are yielded to subscribers under it, so each subscriber sees them
+/// in serial order, and the local copy is updated before any subscriber hears of a change.
+final class WatchHub: Sendable {
+    private struct Watch {
+        var subscribers: [UInt64: AsyncStream<SettingsUpdate>.Continuation] = [:]
+        /// The effective values below the location; a key that is absent has no value.
+        var values: [SettingPath: DBusValue] = [:]
+        /// The serial the values are current at.
+        var delivered: UInt64 = 0
+        var ready = false
+        var task: Task<Void, Never>?
+    }
+
+    private struct State {
+        var watches: [SettingLocation: Watch] = [:]
+        var directoryWatches = 0
+        /// Serials of this process's own writes: a local copy serves reads of a key only once it is at least
+        /// this new, so a process always reads its own writes.
+        var floors: [SettingLocation: UInt64] = [:]
+        var nextID: UInt64 = 0
+        var closed = false
+    }
+
+    private enum Event: Sendable {
+        case signal(DBusMessage)
+        case brokerStarted
+        case ended
+    }
+
+    let link: BrokerLink
+    private let state = Mutex(State())
+
+    init(link: BrokerLink) {
+        self.link = link
+    }
+
+    // MARK: - Subscribing
+
+    func updates(of location: SettingLocation) -> SettingsUpdates {
+        let (stream, continuation) = AsyncStream.makeStream(of: SettingsUpdate.self)
+        let id: UInt64? = state.withLock { state in
+            guard !state.closed else { return nil }
+            let id = state.nextID
+            state.nextID += 1
+            var watch = state.watches[location] ?? Watch()
+            if watch.task == nil {
+                if case .directory = location { state.directoryWatches += 1 }
+                watch.task = Task { [weak self] in await self?.run(location) }
+            }
+            watch.subscribers[id] = continuation
+            if watch.ready { continuation.yield(Self.snapshot(of: watch, at: location)) }
+            state.watches[location] = watch
+            return id
+        }
+        guard let id else {
+            continuation.finish()
+            return SettingsUpdates(stream)
+        }
+        continuation.onTermination = { [weak self] _ in self?.unsubscribe(id, from: location) }
+        return SettingsUpdates(stream)
+    }
+
+    private func unsubscribe(_ id: UInt64, from location: SettingLocation) {
+        let task: Task<Void, Never>? = state.withLock { state in
+            guard var watch = state.watches[location] else { return nil }
+            watch.subscribers[id] = nil
+            guard watch.subscribers.isEmpty else {
+                state.watches[location] = watch
+                return nil
+            }
+            state.watches[location] = nil
+            if case .directory = location { state.directoryWatches -= 1 }
+            return watch.task
+        }
+        task?.cancel()
+    }
+
+    /// Ends every watch; later subscriptions end at once.
+    func close() {
+        let (tasks, continuations) = state.withLock { state in
+            state.closed = true
+            defer { state.watches = [:] }
+            return (state.watches.values.compactMap(\.task), state.watches.values.flatMap(\.subscribers.values))
+        }
+        for task in tasks { task.cancel() }
+        for continuation in continuations { continuation.finish() }
+    }
+
+    private static func snapshot(of watch: Watch, at location: SettingLocation) -> SettingsUpdate {
+        var removed: Set<SettingPath> = []
+        if case .key(let key) = location, watch.values[key] == nil { removed.insert(key) }
+        return SettingsUpdate(kind: .snapshot, values: watch.values, removed: removed, serial: watch.delivered, origin: nil)
+    }
+
+    // MARK: - The local copy
+
+    func cachedValue(of key: SettingPath) -> CachedSetting? {
+        state.withLock { state in
+            var floor: UInt64 = 0
+            for (location, serial) in state.floors where serial > floor && location.contains(key) { floor = serial }
+            if let watch = state.watches[.key(key)], watch.ready, watch.delivered >= floor {
+                return CachedSetting(value: watch.values[key], serial: watch.delivered)
+            }
+            guard state.directoryWatches > 0 else { return nil }
+            for (location, watch) in state.watches where watch.ready && watch.delivered >= floor {
+                if case .directory(let directory) = location, directory.contains(key) {
+                    return CachedSetting(value: watch.values[key], serial: watch.delivered)
+                }
+            }
+            return nil
+        }
+    }
+
+    /// Records a write of this process, committed at `serial`, so the local copy serves the keys it touched
+    /// only once it has caught up with it.
+    func noteWrite(_ transaction: SettingsTransaction, serial: UInt64) {
+        state.withLock { state in
+            guard !state.watches.isEmpty else { return }
+            let watches = state.watches
+            func caughtUp(_ location: SettingLocation) -> Bool {
+                watches.allSatisfy { watched, watch in !Self.overlaps(watched, location) || watch.delivered >= serial }
+            }
+            for key in transaction.sets.keys where !caughtUp(.key(key)) {
+                state.floors[.key(key)] = max(state.floors[.key(key)] ?? 0, serial)
+            }
+            for location in transaction.resets where !caughtUp(location) {
+                state.floors[location] = max(state.floors[location] ?? 0, serial)
+            }
+        }
+    }
+
+    private static func overlaps(_ a: SettingLocation, _ b: SettingLocation) -> Bool {
+        switch (a, b) {
+        case (.key(let x), .key(let y)): return x == y
+        case (.directory(let d), .key(let k)), (.key(let k), .directory(let d)): return d.contains(k)
+        case (.directory(let x), .directory(let y)): return x.contains(y) || y.contains(x)
+        }
+    }
+
+    /// Forgets floors that every watch has caught up with.
+    private static func pruneFloors(_ state: inout State) {
+        guard !state.floors.isEmpty else { return }
+        state.floors = state.floors.filter { location, serial in
+            state.watches.contains { watched, watch in overlaps(watched, location) && watch.delivered < serial }
+        }
+    }
+
+    // MARK: - Following the broker
+
+    private func run(_ location: SettingLocation) async {
+        var failures = 0
+        while !Task.isCancelled {
+            do throws(SettingsError) {
+                let connection = try await link.connection()
+                try await follow(location, on: connection)
+                failures = 0
+            } catch {
+                failures += 1
+            }
+            // The connection ended or could not be made: try again, soon at first, then every 2 s.
+            let delay = min(2000, 25 << min(failures, 7))
+            do { try await Task.sleep(for: .milliseconds(delay)) } catch { return }
+        }
+    }
+
+    /// Subscribes on one connection, reads, and applies signals until the connection ends.
+    private func follow(_ location: SettingLocation, on connection: DBusConnection) async throws(SettingsError) {
+        var rule = MatchRule(
+            sender: link.busName, interface: SettingsBusNames.interface, member: "Changed",
+            path: SettingsBusNames.objectPath)
+        rule.argumentPaths[0] = location.rawValue
+        let signals: DBusSignalStream
+        let owners: NameOwnerChanges
+        do {
+            signals = try await connection.signals(matching: rule)
+            owners = try await connection.nameOwnerChanges(of: link.busName)
+        } catch {
+            throw BrokerLink.settingsError(error, bus: link.bus)
+        }
+        let (events, sink) = AsyncStream.makeStream(of: Event.self)
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for await signal in signals { sink.yield(.signal(signal)) }
+                sink.yield(.ended)
+            }
+            group.addTask {
+                for await change in owners where change.newOwner != nil { sink.yield(.brokerStarted) }
+                sink.yield(.ended)
+            }
+            await resync(location)
+            loop: for await event in events {
+                switch event {
+                case .signal(let message): await apply(message, to: location)
+                case .brokerStarted: await resync(location)
+                case .ended: break loop
+                }
+            }
+            group.cancelAll()
+        }
+    }
+
+    /// Reads the location's values and reports them: as the snapshot the first time, else as a resync with
+    /// what differs from the local copy.
+    private func resync(_ location: SettingLocation) async {
+        guard let snapshot = try? await read(location) else { return }
+        state.withLock { state in
+            guard var watch = state.watches[location] else { return }
+            defer { state.watches[location] = watch }
+            guard watch.ready else {
+                watch.ready = true
+                watch.values = snapshot.values
+                watch.delivered = snapshot.serial
+                let update = Self.snapshot(of: watch, at: location)
+                for subscriber in watch.subscribers.values { subscriber.yield(update) }
+                return
+            }
+            var update = SettingsUpdate(kind: .resync, values: [:], removed: [], serial: snapshot.serial, origin: nil)
+            for (key, value) in snapshot.values where watch.values[key] != value { update.values[key] = value }
+            for key in watch.values.keys where snapshot.values[key] == nil { update.removed.insert(key) }
+            watch.values = snapshot.values
+            watch.delivered = snapshot.serial
+            if !update.values.isEmpty || !update.removed.isEmpty {
+                for subscriber in watch.subscribers.values { subscriber.yield(update) }
+            }
+        }
+    }
+
+    private func read(_ location: SettingLocation) async throws(SettingsError) -> SettingsSnapshot {
+        switch location {
+        case .key(let key):
+            return try BusSettingsStore.snapshot(
+                try await link.call("GetMany", [.array(.string, [.string(key.rawValue)])]))
+        case .directory(let directory):
+            return try BusSettingsStore.snapshot(try await link.call("ReadTree", [.string(directory.rawValue)]))
+        }
+    }
+
+    /// Applies a `Changed(s path, a{sv} values, as removed, t serial, s origin)` signal.
+    private func apply(_ message: DBusMessage, to location: SettingLocation) async {
+        let body = message.body
+        guard body.count == 5, case .string(let path) = body[0], case .dictionary(.string, .variant, let entries) = body[1],
+            case .array(.string, let removedKeys) = body[2], case .uint64(let serial) = body[3],
+            case .string(let origin) = body[4]
+        else { return }
+        var update = SettingsUpdate(kind: .change, values: [:], removed: [], serial: serial, origin: origin)
+        for entry in entries {
+            guard case .string(let text) = entry.key, case .variant(let value) = entry.value,
+                let key = try? SettingPath(text), location.contains(key)
+            else { continue }
+            update.values[key] = value
+        }
+        for case .string(let text) in removedKeys {
+            guard let key = try? SettingPath(text), location.contains(key) else { continue }
+            update.removed.insert(key)
+        }
+        // A secret key's change names the key as the signal's path but carries no value: read it.
+        if case .key(let key) = location, path == key.rawValue, !update.mentions(key) {
+            guard let snapshot = try? await read(location), snapshot.serial >= serial else { return }
+            if let value = snapshot.values[key] { update.values[key] = value } else { update.removed.insert(key) }
+        }
+        state.withLock { state in
+            guard var watch = state.watches[location], watch.ready, serial > watch.delivered else { return }
+            watch.delivered = serial
+            for (key, value) in update.values { watch.values[key] = value }
+            for key in update.removed { watch.values[key] = nil }
+            if !update.values.isEmpty || !update.removed.isEmpty {
+                for subscriber in watch.subscribers.values { subscriber.yield(update) }
+            }
+            state.watches[location] = watch
+            Self.pruneFloors(&state)
+        }
+    }
+}
