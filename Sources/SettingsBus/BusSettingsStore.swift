@@ -103,6 +103,31 @@ public final class BusSettingsStore: SettingsStore {
         return serial
     }
 
+    /// Sets a key from GVariant text, which the broker parses against the key's registered type (so `0.5`
+    /// sets a `d` key and `['a', 'b']` an `as` key without type annotations).
+    ///
+    /// - Returns: the serial of the commit.
+    /// - Throws: `InvalidValue` for text that does not parse, and what ``commit(_:)`` throws.
+    @discardableResult
+    public func setFromString(_ key: SettingPath, _ text: String) async throws(SettingsError) -> UInt64 {
+        let reply = try await link.call("SetFromString", [.string(key.rawValue), .string(text)])
+        guard reply.count == 1, case .uint64(let serial) = reply[0] else {
+            throw .invalidValue("the broker returned an unexpected reply: \(reply)")
+        }
+        // The value is known only to the broker: the local copy serves the key again once it has caught up.
+        var written = SettingsTransaction()
+        written.reset(.key(key))
+        hub.noteWrite(written, serial: serial)
+        return serial
+    }
+
+    /// Calls any method of the broker's interface, for tools that need one the typed API does not cover.
+    ///
+    /// - Throws: ``SettingsModel/SettingsError`` mapped from the reply.
+    public func callBroker(_ member: MemberName, _ arguments: [DBusValue]) async throws(SettingsError) -> [DBusValue] {
+        try await link.call(member, arguments)
+    }
+
     public func register(_ schemas: [SettingPath: SettingSchema]) async throws(SettingsError) {
         for (key, schema) in schemas.sorted(by: { $0.key < $1.key }) {
             var options: [(String, DBusValue)] = []
