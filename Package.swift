@@ -72,7 +72,36 @@ let package = Package(
         ),
         .target(
             name: "SettingsBusTesting",
-            dependencies: ["DBus"],
+            dependencies: ["DBus", "SettingsModel", "SettingsBus"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "ThemeSettings",
+            dependencies: ["SettingsBus", "SettingsModel"],
+            path: "examples/theme/ThemeSettings",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "switch-theme",
+            dependencies: ["SettingsBus", "ThemeSettings"],
+            path: "examples/theme/switch-theme",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "follow-theme",
+            dependencies: ["SettingsBus", "ThemeSettings"],
+            path: "examples/theme/follow-theme",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "launch-counter",
+            dependencies: ["SettingsBus", "SettingsModel"],
+            path: "examples/launch-counter",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SettingsBusTests",
+            dependencies: ["SettingsBus", "SettingsModel", "DBus", "SettingsBusTesting", "ThemeSettings"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

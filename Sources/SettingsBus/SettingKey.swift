@@ -67,6 +67,28 @@ public struct SettingKey<Value: SettingValue>: Sendable {
         self.releaseValue = nil
     }
 
+    /// Makes a key from a literal path.
+    ///
+    /// A literal that breaks the key grammar is a programmer error and traps, naming the rule it breaks;
+    /// use ``init(_:default:summary:description:isSecret:)`` with a ``SettingsModel/SettingPath`` for paths
+    /// made at run time.
+    public init(
+        _ path: StaticString, default defaultValue: Value, summary: String? = nil, description: String? = nil,
+        isSecret: Bool = false
+    ) {
+        self.init(
+            Self.literalPath(path), default: defaultValue, summary: summary, description: description,
+            isSecret: isSecret)
+    }
+
+    static func literalPath(_ path: StaticString) -> SettingPath {
+        do {
+            return try SettingPath(path.description)
+        } catch {
+            preconditionFailure(error.message)
+        }
+    }
+
     /// Makes a key that can change only in debug builds: in a release build it always reads `release`, and
     /// writing it fails with `NotWritable`.
     ///
@@ -75,8 +97,8 @@ public struct SettingKey<Value: SettingValue>: Sendable {
     ///     static var showFrameRate: Self { .init(debug: "/org/example/app/debug/show-frame-rate", default: true, release: false) }
     /// }
     /// ```
-    public init(debug path: SettingPath, default defaultValue: Value, release: Value, summary: String? = nil) {
-        self.path = path
+    public init(debug path: StaticString, default defaultValue: Value, release: Value, summary: String? = nil) {
+        self.path = Self.literalPath(path)
         self.defaultValue = defaultValue
         self.summary = summary
         self.description = nil
@@ -110,10 +132,10 @@ public struct SettingKey<Value: SettingValue>: Sendable {
         #endif
     }
 
-    /// Decodes a stored value as the key's type.
+    /// Reads a stored effective value (nil: the key has none) as the key's type.
     ///
-    /// - Returns: the value, or nil with the reason when it does not decode (then the key reads its default).
-    func decode(_ value: DBusValue?) -> (value: Value, mismatch: SettingsError?) {
+    /// - Returns: the value; when the stored value does not decode, the key's default and the reason.
+    public func decode(_ value: DBusValue?) -> (value: Value, mismatch: SettingsError?) {
         if let fixed = fixedValue { return (fixed, nil) }
         guard let value else { return (Value.settingRepresentation.absentValue ?? defaultValue, nil) }
         do {

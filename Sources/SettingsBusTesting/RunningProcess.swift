@@ -78,7 +78,7 @@ public final class RunningProcess: Sendable {
     /// - Throws: ``TestProcess/Failure`` when no line arrives within `timeLimit`.
     public func nextLine(timeLimit: Duration = .seconds(30)) async throws -> String? {
         switch await lines.next(timeLimit: timeLimit) {
-        case .line(let line): return line
+        case .element(let line): return line
         case .ended: return nil
         case .timedOut:
             throw TestProcess.Failure(description: "\(description) printed no line within \(timeLimit)")
@@ -147,26 +147,12 @@ public final class RunningProcess: Sendable {
 
 /// The lines a child prints, queued by a reading thread for one waiting task at a time.
 final class LineQueue: Sendable {
-    enum Outcome: Sendable {
-        case line(String)
-        case ended
-        case timedOut
-    }
-
-    private struct State {
-        var lines: [String] = []
-        var ended = false
-        var nextID: UInt64 = 0
-        /// Timers that fired before their waiter was queued.
-        var expired: Set<UInt64> = []
-        var waiters: [(id: UInt64, continuation: CheckedContinuation<Outcome, Never>)] = []
-    }
-
-    private let state = Mutex(State())
+    private let mailbox = Mailbox<String>()
 
     /// Starts a thread that reads `fd` to its end, queueing each line; it closes `fd` at the end.
     func startReading(_ fd: Int32) {
-        let thread = Thread { [self] in
+        let mailbox = self.mailbox
+        let thread = Thread {
             defer { close(fd) }
             var pending: [UInt8] = []
             var buffer = [UInt8](repeating: 0, count: 4096)
@@ -176,68 +162,21 @@ final class LineQueue: Sendable {
                 guard count > 0 else { break }
                 for byte in buffer[0..<count] {
                     if byte == UInt8(ascii: "\n") {
-                        push(String(decoding: pending, as: UTF8.self))
+                        mailbox.push(String(decoding: pending, as: UTF8.self))
                         pending.removeAll(keepingCapacity: true)
                     } else {
                         pending.append(byte)
                     }
                 }
             }
-            if !pending.isEmpty { push(String(decoding: pending, as: UTF8.self)) }
-            finish()
+            if !pending.isEmpty { mailbox.push(String(decoding: pending, as: UTF8.self)) }
+            mailbox.finish()
         }
         thread.start()
     }
 
-    private func push(_ line: String) {
-        let waiter = state.withLock { state -> CheckedContinuation<Outcome, Never>? in
-            guard state.waiters.isEmpty else { return state.waiters.removeFirst().continuation }
-            state.lines.append(line)
-            return nil
-        }
-        waiter?.resume(returning: .line(line))
-    }
-
-    private func finish() {
-        let waiters = state.withLock { state in
-            state.ended = true
-            defer { state.waiters = [] }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.continuation.resume(returning: .ended) }
-    }
-
-    private func expire(_ id: UInt64) {
-        let waiter = state.withLock { state -> CheckedContinuation<Outcome, Never>? in
-            guard let index = state.waiters.firstIndex(where: { $0.id == id }) else {
-                state.expired.insert(id)
-                return nil
-            }
-            return state.waiters.remove(at: index).continuation
-        }
-        waiter?.resume(returning: .timedOut)
-    }
-
     /// The next line, `.ended` after the last one, or `.timedOut` when none arrives within `timeLimit`.
-    func next(timeLimit: Duration) async -> Outcome {
-        let id = state.withLock { state in
-            defer { state.nextID += 1 }
-            return state.nextID
-        }
-        let timer = Task { [self] in
-            do { try await Task.sleep(for: timeLimit) } catch { return }
-            expire(id)
-        }
-        defer { timer.cancel() }
-        return await withCheckedContinuation { continuation in
-            let ready = state.withLock { state -> Outcome? in
-                if !state.lines.isEmpty { return .line(state.lines.removeFirst()) }
-                if state.ended { return .ended }
-                if state.expired.remove(id) != nil { return .timedOut }
-                state.waiters.append((id, continuation))
-                return nil
-            }
-            if let ready { continuation.resume(returning: ready) }
-        }
+    func next(timeLimit: Duration) async -> Mailbox<String>.Outcome {
+        await mailbox.next(timeLimit: timeLimit)
     }
 }

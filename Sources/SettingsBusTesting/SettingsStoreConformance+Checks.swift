@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import DBus
+import Foundation
+import SettingsBus
+import SettingsModel
+
+extension SettingsStoreConformance {
+    /// Every check, in a stable order.
+    public static let checks: [Check] = [
+        Check(name: "unsetKeyReadsItsDefault") { store, dir in
+            let key = SettingKey(try dir.key(named: "unset"), default: "fallback")
+            try expectEqual(try await store.get(key), "fallback", "an unset key")
+        },
+        Check(name: "setThenGet") { store, dir in
+            let key = SettingKey(try dir.key(named: "name"), default: "")
+            try await store.set(key, to: "Ada")
+            try expectEqual(try await store.get(key), "Ada", "after set")
+            try await store.set(key, to: "Grace")
+            try expectEqual(try await store.get(key), "Grace", "after a second set")
+        },
+        Check(name: "resetRestoresTheDefault") { store, dir in
+            let key = SettingKey(try dir.key(named: "size"), default: Int32(12))
+            try await store.set(key, to: 20)
+            try await store.reset(key)
+            try expectEqual(try await store.get(key), 12, "after reset")
+        },
+        Check(name: "optionalNilMeansNoValue") { store, dir in
+            let key = SettingKey<String?>(try dir.key(named: "nickname"), default: nil)
+            try expectEqual(try await store.get(key), nil, "an unset optional")
+            try await store.set(key, to: "ace")
+            try expectEqual(try await store.get(key), "ace", "after set")
+            try await store.set(key, to: nil)
+            try expectEqual(try await store.get(key), nil, "after setting nil")
+            let snapshot = try await store.read([key.path])
+            try expect(snapshot.values[key.path] == nil, "setting nil left a value: \(snapshot.values)")
+        },
+        Check(name: "registeredTypeIsEnforced") { store, dir in
+            let key = SettingKey(try dir.key(named: "volume"), default: 0.5)
+            try await store.register(key)
+            try await store.set(key, to: 0.75)
+            var wrong = SettingsTransaction()
+            wrong.set(key.path, to: .string("loud"))
+            try await expectError(.typeMismatch) { try await store.commit(wrong) }
+            try expectEqual(try await store.get(key), 0.75, "the value after a refused write")
+        },
+        Check(name: "rangeAndChoicesAreEnforced") { store, dir in
+            let volume = SettingKey(try dir.key(named: "volume"), default: UInt32(50)).range(0...100)
+            let mode = SettingKey(try dir.key(named: "mode"), default: "auto").choices(["auto", "on", "off"])
+            try await store.register(volume, mode)
+            try await store.set(volume, to: 100)
+            try await expectError(.outOfRange) { try await store.set(volume, to: 101) }
+            try await store.set(mode, to: "off")
+            try await expectError(.outOfRange) { try await store.set(mode, to: "sometimes") }
+            try expectEqual(try await store.get(volume), 100, "volume")
+            try expectEqual(try await store.get(mode), "off", "mode")
+        },
+        Check(name: "registrationIsIdempotentAndConflictsAreRefused") { store, dir in
+            let path = try dir.key(named: "width")
+            try await store.register(SettingKey(path, default: Int32(800)))
+            try await store.register(SettingKey(path, default: Int32(800)))
+            try await expectError(.schemaConflict) { try await store.register(SettingKey(path, default: "wide")) }
+            try await expectError(.schemaConflict) { try await store.register(SettingKey(path, default: Int32(640))) }
+            let description = try await store.describe(path)
+            try expectEqual(description.schema?.defaultValue, .int32(800), "the registered default")
+            try expectEqual(try await store.get(SettingKey(path, default: Int32(0))), 800, "the registered default read")
+        },
+        Check(name: "transactionIsAtomic") { store, dir in
+            let good = SettingKey(try dir.key(named: "good"), default: 0)
+            let bad = SettingKey(try dir.key(named: "bad"), default: Int32(0)).range(0...10)
+            try await store.register(bad)
+            let changes = Collector(store.changes(under: dir))
+            defer { changes.stop() }
+            try await expectError(.outOfRange) {
+                _ = try await store.transaction { transaction throws(SettingsError) in
+                    try transaction.set(good, to: 5)
+                    try transaction.set(bad, to: 11)
+                }
+            }
+            try expectEqual(try await store.get(good), 0, "a key of a refused transaction")
+            // The next commit is the first change the watcher sees: the refused one sent nothing.
+            let serial = try await store.transaction { transaction throws(SettingsError) in
+                try transaction.set(good, to: 6)
+                try transaction.set(bad, to: 7)
+            }
+            let update = try await changes.next()
+            try expectEqual(update.serial, serial, "the first change seen")
+            try expectEqual(update.values[good.path], .int64(6), "good in the change")
+            try expectEqual(update.values[bad.path], .int32(7), "bad in the change")
+        },
+        Check(name: "compareAndSetReportsConflict") { store, dir in
+            let key = SettingKey(try dir.key(named: "counter"), default: 0)
+            let first = try await store.read([key.path]).serial
+            try await store.set(key, to: 1)
+            var stale = SettingsTransaction(ifSerial: first)
+            try stale.set(key, to: 100)
+            try await expectError(.conflict) { try await store.commit(stale) }
+            try expectEqual(try await store.get(key), 1, "after a refused compare-and-set")
+            var fresh = SettingsTransaction(ifSerial: try await store.read([key.path]).serial)
+            try fresh.set(key, to: 2)
+            try await store.commit(fresh)
+            try expectEqual(try await store.get(key), 2, "after a compare-and-set that held")
+        },
+        Check(name: "concurrentUpdatesCountExactly") { store, dir in
+            let key = SettingKey(try dir.key(named: "count"), default: 0)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<4 {
+                    group.addTask {
+                        for _ in 0..<25 { try await store.update(key) { $0 += 1 } }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            try expectEqual(try await store.get(key), 100, "4 writers × 25 increments")
+        },
+        Check(name: "resettingADirectoryIsRecursive") { store, dir in
+            let top = SettingKey(try dir.key(named: "top"), default: "")
+            let deep = SettingKey(try dir.subdirectory(named: "a").subdirectory(named: "b").key(named: "deep"), default: "")
+            let outside = SettingKey(try SettingDirectory(dir.rawValue.dropLast() + "-outside/").key(named: "x"), default: "")
+            try await store.set(top, to: "1")
+            try await store.set(deep, to: "2")
+            try await store.set(outside, to: "3")
+            try await store.reset(dir)
+            try expectEqual(try await store.get(top), "", "top after reset")
+            try expectEqual(try await store.get(deep), "", "deep after reset")
+            try expectEqual(try await store.get(outside), "3", "a key outside the directory")
+        },
+        Check(name: "listAndReadTree") { store, dir in
+            let a = SettingKey(try dir.key(named: "a"), default: 0)
+            let b = SettingKey(try dir.subdirectory(named: "sub").key(named: "b"), default: "")
+            try await store.set(a, to: 1)
+            try await store.set(b, to: "x")
+            try expectEqual(try await store.list(dir), ["a", "sub/"], "list")
+            let tree = try await store.readTree(dir)
+            try expectEqual(tree.values, [a.path: .int64(1), b.path: .string("x")], "readTree")
+        },
+        Check(name: "valuesYieldsTheCurrentValueThenEachChange") { store, dir in
+            let key = SettingKey(try dir.key(named: "theme"), default: "light")
+            try await store.set(key, to: "dark")
+            let values = Collector(store.values(for: key))
+            defer { values.stop() }
+            try expectEqual(try await values.next(), "dark", "the first value")
+            try await store.set(key, to: "blue")
+            try expectEqual(try await values.next(), "blue", "after a change")
+            try await store.reset(key)
+            try expectEqual(try await values.next(), "light", "after reset")
+        },
+        Check(name: "changesReportSetAndResetWithTheirOrigin") { store, dir in
+            let key = SettingKey(try dir.key(named: "flag"), default: false)
+            let changes = Collector(store.changes(for: key))
+            defer { changes.stop() }
+            // A value written before the stream has surely subscribed may be reported or not; start after it.
+            let values = Collector(store.values(for: key))
+            _ = try await values.next()
+            values.stop()
+            let serial = try await store.set(key, to: true)
+            let set = try await changes.next(where: { $0.serial >= serial })
+            try expectEqual(set.kind, .set, "the kind of a set")
+            try expectEqual(set.value, true, "the value of a set")
+            try expect(set.origin?.isEmpty == false, "a change without origin")
+            try await store.reset(key)
+            let reset = try await changes.next()
+            try expectEqual(reset.kind, .reset, "the kind of a reset")
+            try expectEqual(reset.value, false, "a reset reads the default")
+        },
+        Check(name: "aValueOfTheWrongTypeReadsTheDefault") { store, dir in
+            let key = SettingKey(try dir.key(named: "count"), default: 7)
+            var raw = SettingsTransaction()
+            raw.set(key.path, to: .string("seven"))
+            try await store.commit(raw)
+            try expectEqual(try await store.get(key), 7, "a string read as Int")
+            let description = try await store.describe(key)
+            try expect(description.problem != nil, "describe says nothing of the mismatch")
+        },
+        Check(name: "oversizedValuesAreRefused") { store, dir in
+            let key = SettingKey(try dir.key(named: "blob"), default: Data())
+            try await expectError(.tooLarge) {
+                try await store.set(key, to: Data(repeating: 1, count: SettingsBusNames.maximumValueSize + 1))
+            }
+            try expectEqual(try await store.read([key.path]).values[key.path], nil, "after a refused value")
+        },
+        Check(name: "everyRepresentationRoundTrips") { store, dir in
+            try await RepresentationSamples.roundTripAll(through: store, under: dir)
+        },
+        Check(name: "aStreamEndsWhenItsTaskIsCancelled") { store, dir in
+            let key = SettingKey(try dir.key(named: "x"), default: 0)
+            let values = Collector(store.values(for: key))
+            _ = try await values.next()
+            values.stop()
+            try expect(await values.ends(), "the stream did not end after its task was cancelled")
+        },
+        Check(name: "aWatchedKeyIsReadLocallyAndReadsItsOwnWrites") { store, dir in
+            let key = SettingKey(try dir.key(named: "watched"), default: 0)
+            let values = Collector(store.values(for: key))
+            defer { values.stop() }
+            _ = try await values.next()
+            try expect(store.cached(key) == 0, "a watched key is not in the local copy")
+            for value in 1...20 {
+                try await store.set(key, to: value)
+                try expectEqual(try await store.get(key), value, "a read right after a write")
+            }
+        },
+    ]
+}
