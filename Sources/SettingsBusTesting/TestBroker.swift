@@ -72,22 +72,7 @@ public final class TestBroker: Sendable {
             }
             return explicit
         }
-        var candidates: [String] = []
-        for start in [CommandLine.arguments.first ?? "", "/proc/self/exe"] where !start.isEmpty {
-            let resolved = URL(fileURLWithPath: start).resolvingSymlinksInPath()
-            var folder = resolved.deletingLastPathComponent()
-            // Inside a bundle directory (`….xctest/…`), step out of it.
-            while folder.path != "/", folder.path.contains(".xctest") {
-                folder = folder.deletingLastPathComponent()
-            }
-            candidates.append(folder.appendingPathComponent("settings-broker").path)
-        }
-        if let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) {
-            return found
-        }
-        throw TestProcess.Failure(
-            description: "the settings-broker executable is missing (looked at \(candidates.joined(separator: ", "))); "
-                + "build it first: swift build")
+        return try BuiltProduct.path("settings-broker")
     }
 
     /// Starts a broker and waits until it owns `io.github.settingsbus.Settings1`.
