@@ -119,7 +119,10 @@ final class BrokerLink: Sendable {
         if let error = error as? SettingsError { return error }
         if error is CancellationError { return SettingsError(.disconnected, "the call was cancelled") }
         guard let error = error as? DBusError else { return SettingsError(.brokerUnavailable, "\(error)") }
-        if let settings = SettingsError(error) { return settings }
+        // The broker's own errors keep their code and message; the bus's errors get a message of ours.
+        if error.name.rawValue.hasPrefix(SettingsBusNames.errorPrefix), let settings = SettingsError(error) {
+            return settings
+        }
         switch error.name {
         case .serviceUnknown, .nameHasNoOwner:
             return SettingsError(
