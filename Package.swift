@@ -97,6 +97,7 @@ let package = Package(
             name: "launch-counter",
             dependencies: ["SettingsBus", "SettingsModel"],
             path: "examples/launch-counter",
+            exclude: ["README.md"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
