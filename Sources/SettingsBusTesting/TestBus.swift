@@ -54,10 +54,13 @@ public final class TestBus: Sendable {
 
     /// Starts a private bus and waits until it accepts connections.
     ///
-    /// - Parameter environment: extra variables for the daemon, which activated services inherit.
+    /// - Parameters:
+    ///   - environment: extra variables for the daemon, which activated services inherit.
+    ///   - extraConfig: elements added to the bus config after the test config, such as an `<include>` of a
+    ///     policy file under test.
     /// - Throws: ``TestProcess/Failure`` naming the Debian package when `dbus-daemon` is missing, or saying
     ///   why the daemon did not come up within 20 seconds.
-    public static func start(environment: [String: String] = [:]) async throws -> TestBus {
+    public static func start(environment: [String: String] = [:], extraConfig: String = "") async throws -> TestBus {
         guard FileManager.default.isExecutableFile(atPath: daemonPath) else {
             throw TestProcess.Failure(
                 description: "\(daemonPath) is missing: bus tests need it; install it with: apt-get install -y dbus-daemon")
@@ -82,6 +85,7 @@ public final class TestBus: Sendable {
           <listen>\(address)</listen>
           <servicedir>\(services.path)</servicedir>
           <include>\(configFile.path)</include>
+        \(extraConfig)
         </busconfig>
 
         """.write(to: wrapper, atomically: true, encoding: .utf8)
