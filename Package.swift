@@ -100,6 +100,12 @@ let package = Package(
             exclude: ["README.md"],
             swiftSettings: swiftSettings
         ),
+        .executableTarget(
+            name: "settingsbus-load-client",
+            dependencies: ["SettingsBus", "DBus"],
+            path: "Tests/LoadClient",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "SettingsBusTests",
             dependencies: ["SettingsBus", "SettingsModel", "DBus", "SettingsBusTesting", "ThemeSettings"],
