@@ -82,6 +82,43 @@ struct CrossProcessTests {
         }
     }
 
+    @Test func aWatcherReadsAgainWhatChangedWhileTheBrokerWasAway() async throws {
+        let directory = try Self.storeDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("settings.db").path
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus, storePath: store)
+            let watcher = BusSettingsStore(bus: .address(bus.address))
+            let key = SettingKey("/test/resync/mode", default: "first")
+            let values = Collector(watcher.values(for: key))
+            let changes = Collector(watcher.changes(for: key))
+            #expect(try await values.next() == "first")
+            #expect(await broker.stop() == 0)
+
+            // Given: while no broker serves this bus, the store changes elsewhere (a broker on another bus),
+            // so no signal can reach the watcher.
+            try await withTestBus { elsewhere in
+                let other = try await TestBroker.start(on: elsewhere, storePath: store)
+                let writer = BusSettingsStore(bus: .address(elsewhere.address))
+                try await writer.set(key, to: "changed meanwhile")
+                await writer.close()
+                #expect(await other.stop() == 0)
+            }
+
+            // When: the broker comes back on the watcher's bus.
+            let back = try await TestBroker.start(on: bus, storePath: store)
+
+            // Then: the watcher reads again and reports the change, with no origin (it was not a signal).
+            #expect(try await values.next() == "changed meanwhile")
+            let change = try await changes.next()
+            #expect(change.value == "changed meanwhile" && change.origin == nil)
+            values.stop()
+            changes.stop()
+            await watcher.close()
+            #expect(await back.stop() == 0)
+        }
+    }
+
     @Test func eightProcessesIncrementingACounterCountExactly() async throws {
         try await withTestBus { bus in
             let broker = try await TestBroker.start(on: bus)
