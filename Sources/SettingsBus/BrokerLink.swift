@@ -2,7 +2,6 @@
 
 import DBus
 import SettingsModel
-import Synchronization
 
 /// The connection a ``BusSettingsStore`` calls the broker through: opened on first use, opened again after
 /// it is lost, and closed by ``close()``.
@@ -20,7 +19,7 @@ final class BrokerLink: Sendable {
     let bus: DBusConnection.Bus
     let busName: BusName
     let timeout: Duration
-    private let state = Mutex<Connection>(.none)
+    private let state = Locked<Connection>(.none)
 
     init(bus: DBusConnection.Bus, busName: BusName, timeout: Duration) {
         self.bus = bus

@@ -2,7 +2,6 @@
 
 import DBus
 public import SettingsModel
-import Synchronization
 
 /// A settings store in memory, for tests of app code: it checks writes as the broker does (types, ranges,
 /// choices, sizes, compare-and-set) and streams changes, but nothing leaves the process.
@@ -35,7 +34,7 @@ public final class InMemorySettingsStore: SettingsStore {
         }
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// The origin reported with changes written through this store.
     public let origin: String
 

@@ -2,7 +2,6 @@
 
 import DBus
 import SettingsModel
-import Synchronization
 
 /// The watches of a ``BusSettingsStore``: one bus subscription per watched key or directory, shared by
 /// every stream of it, and the local copy of the watched values that makes reads free.
@@ -14,7 +13,7 @@ import Synchronization
 /// delivered are dropped. When the broker's name gets a new owner (a restart), the watch reads again and
 /// reports what changed meanwhile; when the connection is lost, it reconnects.
 ///
-/// All state is in one `Mutex`; updates are yielded to subscribers under it, so each subscriber sees them
+/// All state is behind one lock; updates are yielded to subscribers under it, so each subscriber sees them
 /// in serial order, and the local copy is updated before any subscriber hears of a change.
 final class WatchHub: Sendable {
     private struct Watch {
@@ -44,7 +43,7 @@ final class WatchHub: Sendable {
     }
 
     let link: BrokerLink
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     init(link: BrokerLink) {
         self.link = link

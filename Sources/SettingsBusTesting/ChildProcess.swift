@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 
+import DBus
 import Foundation
 internal import Glibc
-import Synchronization
 
 /// A child process started with `posix_spawn`, with every signal unblocked and set to its default action.
 ///
@@ -13,7 +13,7 @@ public final class ChildProcess: Sendable {
     /// The process id.
     public let pid: Int32
     /// Held while file descriptors are made close-on-exec and while children are spawned.
-    static let spawnLock = Mutex(())
+    static let spawnLock = Locked(())
     private let exit: ExitBox
 
     private init(pid: Int32) {
@@ -114,7 +114,7 @@ struct ClosingPipe {
 
 /// The exit status of a child, delivered once to any number of waiters.
 final class ExitBox: Sendable {
-    private let state = Mutex<(status: Int32?, waiters: [CheckedContinuation<Int32, Never>])>((nil, []))
+    private let state = Locked<(status: Int32?, waiters: [CheckedContinuation<Int32, Never>])>((nil, []))
 
     func finish(_ status: Int32) {
         let waiters = state.withLock { state in

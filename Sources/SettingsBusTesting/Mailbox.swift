@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-import Synchronization
+import DBus
 
 /// Elements queued by a producer (a thread or a task) for consumers that wait with a time limit.
 ///
@@ -26,7 +26,7 @@ public final class Mailbox<Element: Sendable>: Sendable {
         var waiters: [(id: UInt64, continuation: CheckedContinuation<Outcome, Never>)] = []
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// Makes an empty mailbox.
     public init() {}

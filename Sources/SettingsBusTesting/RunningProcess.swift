@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 
+import DBus
 import Foundation
 internal import Glibc
-import Synchronization
 
 /// A child process that keeps running while a test talks to it: a peer service that prints a ready line,
 /// or a monitor whose output the test reads line by line.
@@ -23,14 +23,14 @@ public final class RunningProcess: Sendable {
     public let child: ChildProcess
     private let lines: LineQueue
     private let stderrReader: PipeReader
-    private let input: Mutex<FileHandle?>
+    private let input: Locked<FileHandle?>
     private let description: String
 
     private init(child: ChildProcess, lines: LineQueue, stderr: PipeReader, input: FileHandle, description: String) {
         self.child = child
         self.lines = lines
         self.stderrReader = stderr
-        self.input = Mutex(input)
+        self.input = Locked(input)
         self.description = description
     }
 

@@ -69,8 +69,10 @@ extension SettingsStoreConformance {
             let good = SettingKey(try dir.key(named: "good"), default: 0)
             let bad = SettingKey(try dir.key(named: "bad"), default: Int32(0)).range(0...10)
             try await store.register(bad)
-            let changes = Collector(store.changes(under: dir))
+            // The raw updates start with a snapshot: once it is there, the watch is live.
+            let changes = Collector(store.updates(of: .directory(dir)))
             defer { changes.stop() }
+            try expectEqual(try await changes.next().kind, .snapshot, "the first update")
             try await expectError(.outOfRange) {
                 _ = try await store.transaction { transaction throws(SettingsError) in
                     try transaction.set(good, to: 5)
@@ -162,6 +164,29 @@ extension SettingsStoreConformance {
             let reset = try await changes.next()
             try expectEqual(reset.kind, .reset, "the kind of a reset")
             try expectEqual(reset.value, false, "a reset reads the default")
+        },
+        Check(name: "changesUnderADirectoryReportEachCommitBelowIt") { store, dir in
+            let a = SettingKey(try dir.key(named: "a"), default: 0)
+            let b = SettingKey(try dir.subdirectory(named: "sub").key(named: "b"), default: "")
+            let outside = SettingKey(try SettingDirectory(dir.rawValue.dropLast() + "-other/").key(named: "c"), default: 0)
+            // A watch of the directory that has delivered its snapshot is live; streams of the same
+            // directory made after it share it.
+            let live = Collector(store.updates(of: .directory(dir)))
+            defer { live.stop() }
+            _ = try await live.next()
+            let changes = Collector(store.changes(under: dir))
+            defer { changes.stop() }
+            try await store.set(outside, to: 1)
+            let serial = try await store.transaction { transaction throws(SettingsError) in
+                try transaction.set(a, to: 1)
+                try transaction.set(b, to: "x")
+            }
+            let update = try await changes.next()
+            try expectEqual(update.serial, serial, "the serial of the change")
+            try expectEqual(update.values, [a.path: .int64(1), b.path: .string("x")], "the values of the change")
+            try await store.reset(dir)
+            let reset = try await changes.next()
+            try expectEqual(reset.removed, [a.path, b.path], "the keys a directory reset removed")
         },
         Check(name: "aValueOfTheWrongTypeReadsTheDefault") { store, dir in
             let key = SettingKey(try dir.key(named: "count"), default: 7)

@@ -3,7 +3,6 @@
 public import DBus
 public import Foundation
 internal import Glibc
-import Synchronization
 
 /// The real `settings-broker` executable, running as a child process on a ``TestBus``.
 ///
@@ -38,7 +37,7 @@ public final class TestBroker: Sendable {
     public let bus: TestBus
     private let arguments: [String]
     /// Directories removed when the broker ends: its own, plus one handed over by ``restart()``.
-    private let ownedDirectories: Mutex<[URL]>
+    private let ownedDirectories: Locked<[URL]>
 
     /// The process id.
     public var pid: Int32 { process.pid }
@@ -56,7 +55,7 @@ public final class TestBroker: Sendable {
         self.uniqueName = uniqueName
         self.bus = bus
         self.arguments = arguments
-        self.ownedDirectories = Mutex(ownedDirectories)
+        self.ownedDirectories = Locked(ownedDirectories)
     }
 
     /// The `settings-broker` executable next to the running test bundle.
@@ -283,7 +282,7 @@ extension TestBus {
 
 /// A value delivered once, by whichever of several tasks offers one first.
 final class FirstOutcome<Value: Sendable>: Sendable {
-    private let state = Mutex<(value: Value?, waiter: CheckedContinuation<Value, Never>?)>((nil, nil))
+    private let state = Locked<(value: Value?, waiter: CheckedContinuation<Value, Never>?)>((nil, nil))
 
     func offer(_ value: Value) {
         let waiter = state.withLock { state -> CheckedContinuation<Value, Never>? in

@@ -3,7 +3,6 @@
 public import DBus
 public import Foundation
 internal import Glibc
-import Synchronization
 
 /// A private `dbus-daemon` for tests, never the user's own session bus.
 ///
@@ -162,7 +161,7 @@ public func withTestBus<T>(
 
 /// A flag that is set once.
 final class StopFlag: Sendable {
-    private let value = Mutex(false)
+    private let value = Locked(false)
 
     /// Sets the flag; returns true for the caller that set it first.
     func set() -> Bool {

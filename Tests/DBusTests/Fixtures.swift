@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
 import DBus
-import Synchronization
 
 /// Objects and helpers the DBus tests export and share.
 enum Fixtures {
@@ -51,7 +50,7 @@ enum Fixtures {
 
     /// A one-shot event a test waits for.
     final class Signal: Sendable {
-        private let state = Mutex<(fired: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+        private let state = Locked<(fired: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
 
         func fire() {
             let waiters = state.withLock { state in
@@ -81,9 +80,9 @@ final class Recorder<Element: Sendable>: Sendable {
         var waiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
-    init(initial: [Element] = []) { state = Mutex(State(items: initial)) }
+    init(initial: [Element] = []) { state = Locked(State(items: initial)) }
 
     func append(_ item: Element) {
         let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in

@@ -19,7 +19,7 @@ import Synchronization
 /// The owner thread of one libdbus connection and all the state that only that thread touches.
 ///
 /// This type is manually `Sendable` because its mutable state is touched only on its own loop thread: other
-/// threads reach it solely through ``enqueue(_:)``, which goes through the `Mutex`-protected job queue and an
+/// threads reach it solely through ``enqueue(_:)``, which goes through the lock-protected job queue and an
 /// eventfd. The C callbacks that libdbus invokes are called only from libdbus calls made on the loop thread.
 final class ConnectionLoop: @unchecked Sendable {
     typealias Job = @Sendable (ConnectionLoop) -> Void
@@ -29,9 +29,9 @@ final class ConnectionLoop: @unchecked Sendable {
         var closed = false
     }
 
-    private let queue = Mutex(JobQueue())
+    private let queue = Locked(JobQueue())
     private let wakeFD: Int32
-    private let exited = Mutex<[UInt64: CheckedContinuation<Void, Never>]?>([:])
+    private let exited = Locked<[UInt64: CheckedContinuation<Void, Never>]?>([:])
 
     // MARK: Loop-thread state
 
