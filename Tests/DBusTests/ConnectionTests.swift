@@ -3,7 +3,6 @@
 import DBus
 import Foundation
 import SettingsBusTesting
-import Synchronization
 import Testing
 
 /// Calls, timeouts, cancellation and concurrency against a real `dbus-daemon`.
