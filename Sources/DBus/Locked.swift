@@ -40,3 +40,23 @@ package final class Locked<Value>: @unchecked Sendable {
         return try body(&value)
     }
 }
+
+/// Waits for a value that another thread delivers, passing it through a ``Locked`` slot.
+///
+/// A continuation alone orders the deliverer's writes before the waiter's reads, but through the concurrency
+/// runtime's own synchronization, which ThreadSanitizer does not see; passing the value through a pthread
+/// mutex as well makes that ordering visible to it, for the cost of one uncontended lock.
+///
+/// - Parameter start: starts the work and calls `deliver` exactly once, from any thread.
+package func handOff<Value: Sendable>(
+    _ start: (_ deliver: @escaping @Sendable (Value) -> Void) -> Void
+) async -> Value {
+    let slot = Locked<Value?>(nil)
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        start { value in
+            slot.withLock { $0 = value }
+            continuation.resume()
+        }
+    }
+    return slot.withLock { $0.take()! }
+}

@@ -13,7 +13,7 @@ public final class ChildProcess: Sendable {
     /// The process id.
     public let pid: Int32
     /// Held while file descriptors are made close-on-exec and while children are spawned.
-    static let spawnLock = Locked(())
+    static let spawnLock = Locked(0)
     private let exit: ExitBox
 
     private init(pid: Int32) {

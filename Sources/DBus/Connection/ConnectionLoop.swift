@@ -86,15 +86,15 @@ final class ConnectionLoop: @unchecked Sendable {
     func perform<T: Sendable>(_ body: @escaping @Sendable (ConnectionLoop) throws(DBusError) -> T) async throws(DBusError)
         -> T
     {
-        let result: Result<T, DBusError> = await withCheckedContinuation { continuation in
+        let result: Result<T, DBusError> = await handOff { deliver in
             let accepted = enqueue { loop in
                 do throws(DBusError) {
-                    continuation.resume(returning: .success(try body(loop)))
+                    deliver(.success(try body(loop)))
                 } catch {
-                    continuation.resume(returning: .failure(error))
+                    deliver(.failure(error))
                 }
             }
-            if !accepted { continuation.resume(returning: .failure(ConnectionLoop.closedError)) }
+            if !accepted { deliver(.failure(ConnectionLoop.closedError)) }
         }
         return try result.get()
     }

@@ -68,9 +68,9 @@ public final class DBusConnection: Sendable {
             throw DBusError(.invalidArgs, "a D-Bus address must be non-empty and free of NUL characters")
         }
         let loop = try ConnectionLoop()
-        let opened: Result<BusName?, DBusError> = await withCheckedContinuation { continuation in
+        let opened: Result<BusName?, DBusError> = await handOff { deliver in
             loop.start { loop in
-                continuation.resume(returning: DBusConnection.open(bus, on: loop))
+                deliver(DBusConnection.open(bus, on: loop))
             }
         }
         let connection = DBusConnection(loop: loop, uniqueName: try opened.get())
@@ -158,12 +158,13 @@ public final class DBusConnection: Sendable {
         let ticket = CallTicket()
         let loop = self.loop
         return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<DBusMessage, any Error>) in
+            let result: Result<DBusMessage, any Error> = await handOff { deliver in
                 let accepted = loop.enqueue { loop in
-                    loop.startCall(message, timeoutMillis: millis, ticket: ticket) { continuation.resume(with: $0) }
+                    loop.startCall(message, timeoutMillis: millis, ticket: ticket) { deliver($0) }
                 }
-                if !accepted { continuation.resume(throwing: ConnectionLoop.closedError) }
+                if !accepted { deliver(.failure(ConnectionLoop.closedError)) }
             }
+            return try result.get()
         } onCancel: {
             loop.enqueue { $0.cancelCall(ticket) }
         }
@@ -238,11 +239,11 @@ public final class DBusConnection: Sendable {
         let subscription = SignalSubscription(loop: loop, key: key, id: id)
         continuation.onTermination = { _ in subscription.end() }
         let loop = self.loop
-        let result: Result<Void, DBusError> = await withCheckedContinuation { waiter in
+        let result: Result<Void, DBusError> = await handOff { deliver in
             let accepted = loop.enqueue { loop in
-                loop.subscribe(rule, id: id, continuation: continuation) { waiter.resume(returning: $0) }
+                loop.subscribe(rule, id: id, continuation: continuation) { deliver($0) }
             }
-            if !accepted { waiter.resume(returning: .failure(ConnectionLoop.closedError)) }
+            if !accepted { deliver(.failure(ConnectionLoop.closedError)) }
         }
         if case .failure(let error) = result {
             continuation.finish()
