@@ -81,7 +81,9 @@ struct ConnectionTests {
         }
     }
 
-    @Test func cancelledCallReturnsPromptly() async throws {
+    /// The call's own timeout is 120 s and the test's limit one minute: the call can only end in time by
+    /// being cancelled (no wall-clock assertion, which a loaded machine would make flaky).
+    @Test(.timeLimit(.minutes(1))) func cancelledCallReturnsPromptly() async throws {
         try await withTestBus { bus in
             let server = try await bus.connect()
             try await server.export([Fixtures.silentInterface()], at: "/org/example/Silent")
@@ -95,10 +97,8 @@ struct ConnectionTests {
                     member: "Wait", timeout: .seconds(120))
             }
             await started.wait()
-            let start = ContinuousClock.now
             task.cancel()
             await #expect(throws: CancellationError.self) { try await task.value }
-            #expect(ContinuousClock.now - start < .seconds(5))
             await client.close()
             await server.close()
         }
