@@ -20,6 +20,7 @@ let package = Package(
         .library(name: "SettingsBus", targets: ["SettingsBus"]),
         .library(name: "SettingsBusTesting", targets: ["SettingsBusTesting"]),
         .executable(name: "settings-broker", targets: ["settings-broker"]),
+        .executable(name: "settings-bench", targets: ["settings-bench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
@@ -67,6 +68,17 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "settings-bench",
+            dependencies: [
+                "DBus",
+                "SettingsModel",
+                "SettingsBus",
+                "SettingsBusTesting",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import DBus
+import SettingsBus
+import SettingsBusTesting
+import SettingsModel
+
+extension Bench {
+    /// Floors, `Get`, local reads and durable writes, with the broker on a fresh store.
+    func measureBasics() async throws {
+        try await useFreshBrokerStore("basics")
+        try await useFreshDconfDatabase()
+        progress("starting the broker\(dconf == nil ? "" : " and dconf-service") by D-Bus activation")
+        try await ping(broker.name)
+        let getKey = SettingKey(try SettingPath("/bench/basic/get"), default: "")
+        try await settings.set(getKey, to: "a value")
+        if dconf != nil { try await dconfChange([("/bench/basic/read", "a value")]) }
+
+        // Round trips, interleaved so that every kind sees the same conditions.
+        progress("round trips: GetId, Peer.Ping, Get (\(plan.roundTrips) each)")
+        try await boundedLoop(count: plan.warmUp + plan.roundTrips, seconds: plan.loopSeconds) { index in
+            let recorded = index >= plan.warmUp
+            var start = monotonicNanoseconds()
+            try await getID()
+            if recorded { results.getID.append(since: start) }
+            start = monotonicNanoseconds()
+            try await ping(broker.name)
+            if recorded { results.pingBroker.append(since: start) }
+            start = monotonicNanoseconds()
+            try await rawGet(getKey.path.rawValue)
+            if recorded { results.rawGet.append(since: start) }
+            start = monotonicNanoseconds()
+            _ = try await settings.get(getKey)
+            if recorded { results.clientGet.append(since: start) }
+            if dconf != nil {
+                start = monotonicNanoseconds()
+                try await ping(Self.dconfName)
+                if recorded { results.pingDconf.append(since: start) }
+            }
+        }
+
+        try await measureCachedReads()
+        try await measureDurableWrites()
+    }
+
+    /// `cached(key)` of a watched key, and dconf's in-process read of its mmap'd database.
+    private func measureCachedReads() async throws {
+        progress("local reads (\(plan.cachedReadBatches) × 1000)")
+        let key = SettingKey(try SettingPath("/bench/basic/cached"), default: "")
+        try await settings.set(key, to: "a cached value")
+        let settings = self.settings
+        let watch = Task { for await _ in settings.values(for: key) {} }
+        defer { watch.cancel() }
+        try await boundedLoop(count: 10_000, seconds: plan.loopSeconds) { _ in
+            if settings.cached(key) == nil { try await Task.sleep(for: .milliseconds(1)) }
+        }
+        guard settings.cached(key) != nil else {
+            throw BenchFailure("the watched key never became readable locally")
+        }
+        let unique = try await settings.uniqueName()
+        let before = await incomingMessages(of: unique)
+        var perRead = Samples()
+        var total = 0
+        for _ in 0..<plan.cachedReadBatches {
+            let start = monotonicNanoseconds()
+            for _ in 0..<1000 { total &+= settings.cached(key)?.utf8.count ?? 0 }
+            perRead.append(Double(monotonicNanoseconds() - start) / 1000)
+        }
+        let after = await incomingMessages(of: unique)
+        precondition(total > 0)
+        results.cachedRead = perRead.p50
+        if let before, let after { results.cachedReadMessages = after &- before }
+
+        if let probe {
+            let result = try await TestProcess.run(
+                probe.executable, ["read", "/bench/basic/read", String(plan.cachedReadBatches)],
+                environment: environment)
+            let fields = result.stdout.split(separator: " ")
+            guard result.status == 0, fields.count >= 2, fields[0] == "read", let perRead = Double(fields[1]) else {
+                throw BenchFailure("the dconf probe failed: \(result.stdout) \(result.stderr)")
+            }
+            results.dconfRead = perRead
+        }
+    }
+
+    /// One key written again and again, each write answered after it is durable; the two systems alternate.
+    private func measureDurableWrites() async throws {
+        progress("durable writes (\(plan.durableWrites) each)")
+        let key = SettingKey(try SettingPath("/bench/basic/set"), default: "")
+        try await boundedLoop(count: plan.warmUp / 10 + plan.durableWrites, seconds: plan.loopSeconds * 2) { index in
+            let recorded = index >= plan.warmUp / 10
+            var start = monotonicNanoseconds()
+            try await settings.set(key, to: "value \(index)")
+            if recorded { results.durableSet.append(since: start) }
+            if dconf != nil {
+                start = monotonicNanoseconds()
+                try await dconfChange([(key.path.rawValue, "value \(index)")])
+                if recorded { results.dconfWrite.append(since: start) }
+            }
+        }
+    }
+}

@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: Apache-2.0
+
+/// How much each measurement does. Every loop stops at its count or its time limit, whichever comes first.
+struct BenchPlan: Sendable {
+    /// Round trips of each kind (GetId, Ping, Get), interleaved, after `warmUp` unrecorded ones.
+    var roundTrips: Int
+    var warmUp: Int
+    /// Batches of 1000 local reads.
+    var cachedReadBatches: Int
+    /// Durable writes of each system.
+    var durableWrites: Int
+    /// Writes whose delivery to another process is timed.
+    var deliveries: Int
+    /// Subscriber processes for the fan-out measurements, and writes per measurement.
+    var fanOuts: [Int]
+    var fanOutWrites: Int
+    /// Concurrent writer processes, and how long each run writes.
+    var writerCounts: [Int]
+    var writerSeconds: Double
+    /// Store sizes, writes timed at each size, and timed starts at each size.
+    var storeSizes: [Int]
+    var writesPerSize: Int
+    var startsPerSize: Int
+    /// The time limit of each loop, in seconds.
+    var loopSeconds: Double
+
+    /// The full run: a few minutes on two cores.
+    static let full = BenchPlan(
+        roundTrips: 2000, warmUp: 100, cachedReadBatches: 1000, durableWrites: 300, deliveries: 200,
+        fanOuts: [10, 50], fanOutWrites: 30, writerCounts: [1, 4, 16], writerSeconds: 3,
+        storeSizes: [1_000, 10_000, 100_000], writesPerSize: 100, startsPerSize: 3, loopSeconds: 20)
+
+    /// The smoke run (`--smoke`): every measurement once with tiny counts, in seconds, to check that it works.
+    static let smoke = BenchPlan(
+        roundTrips: 20, warmUp: 2, cachedReadBatches: 10, durableWrites: 5, deliveries: 3,
+        fanOuts: [2, 3], fanOutWrites: 2, writerCounts: [1, 2], writerSeconds: 0.3,
+        storeSizes: [100, 1_000], writesPerSize: 3, startsPerSize: 1, loopSeconds: 5)
+}

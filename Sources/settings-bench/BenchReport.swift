@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import Foundation
+
+/// The Markdown table of a run: measure | SettingsBus | dconf | ratio | target | met?
+struct BenchReport {
+    let results: BenchResults
+    let plan: BenchPlan
+    let dconfMissing: String?
+    let isSmoke: Bool
+
+    private struct Row {
+        var measure: String
+        var settingsBus: String
+        var dconf: String
+        var ratio: String = "—"
+        var target: String = ""
+        var met: Bool?
+    }
+
+    func markdown() -> String {
+        var rows: [Row] = []
+        let r = results
+        let noDconf = dconfMissing == nil ? "n/a" : "not run"
+
+        rows.append(
+            Row(
+                measure: "floor: `GetId` to the bus daemon, p50", settingsBus: Format.duration(r.getID.p50),
+                dconf: "(same bus)"))
+        rows.append(
+            Row(
+                measure: "floor: `Peer.Ping` to the service, p50", settingsBus: Format.duration(r.pingBroker.p50),
+                dconf: dconfValue(Format.duration(r.pingDconf.p50)),
+                ratio: ratio(r.pingBroker.p50, r.pingDconf.p50, "dconf")))
+        let getRatio = r.rawGet.p50.flatMap { get in r.pingBroker.p50.map { get / $0 } }
+        rows.append(
+            Row(
+                measure: "`Get` round trip, p50 / p99", settingsBus: Format.percentiles(r.rawGet),
+                dconf: "— (reads never reach dconf-service)", ratio: ratio(r.rawGet.p50, r.pingBroker.p50, "Ping"),
+                target: "p50 ≤ 1.2× Ping to the broker", met: getRatio.map { $0 <= 1.2 }))
+        rows.append(
+            Row(
+                measure: "client `get(key)` of an unwatched key (`GetMany`), p50 / p99",
+                settingsBus: Format.percentiles(r.clientGet), dconf: "—",
+                ratio: ratio(r.clientGet.p50, r.pingBroker.p50, "Ping")))
+        let cachedMet: Bool? = r.cachedRead.flatMap { cached in
+            r.dconfRead.map { cached <= $0 && cached <= 300 && r.cachedReadMessages == 0 }
+        }
+        rows.append(
+            Row(
+                measure: "read of a watched key: `cached(key)` / dconf's mmap read (`dconf_client_read`)",
+                settingsBus: Format.duration(r.cachedRead) + messages(r.cachedReadMessages),
+                dconf: dconfValue(Format.duration(r.dconfRead)), ratio: ratio(r.cachedRead, r.dconfRead, "dconf"),
+                target: "≤ dconf's (≤ 0.3 µs), no bus message", met: cachedMet))
+        rows.append(
+            halfOfDconf(
+                "durable write of one key (`Set`; dconf `Change`), p50 / p99", r.durableSet, r.dconfWrite,
+                target: true))
+        rows.append(halfOfDconf("write in A → value in B's stream, p50 / p99", r.delivery, r.dconfDelivery, target: true))
+        for (index, count) in plan.fanOuts.enumerated() {
+            rows.append(
+                halfOfDconf(
+                    "write → all of \(count) subscriber processes have it, p50 / p99", r.fanOut[count] ?? Samples(),
+                    r.dconfFanOut[count] ?? Samples(), target: index == plan.fanOuts.count - 1))
+        }
+        for (index, count) in plan.writerCounts.enumerated() {
+            let run = r.writers[count], other = r.dconfWriters[count]
+            let last = index == plan.writerCounts.count - 1
+            var met: Bool?
+            if last, let run, let other {
+                met = run.writesPerSecond >= 10 * other.writesPerSecond && run.missing == 0 && run.failed == 0
+            }
+            rows.append(
+                Row(
+                    measure: "\(count) concurrent writer process\(count == 1 ? "" : "es"): acknowledged writes/s",
+                    settingsBus: writerCell(run), dconf: dconfValue(writerCell(other)),
+                    ratio: ratio(run?.writesPerSecond, other?.writesPerSecond, "dconf"),
+                    target: last ? "≥ 10× dconf, nothing lost" : "", met: met))
+        }
+        let largest = plan.storeSizes.last ?? 0
+        let empty = r.sizes[0]?.writes.p50
+        for size in [0] + plan.storeSizes {
+            let run = r.sizes[size], other = r.dconfSizes[size]
+            var row = halfOfDconf(
+                "durable write with \(count(size)) in the store, p50 / p99", run?.writes ?? Samples(),
+                other?.writes ?? Samples(), target: false)
+            if size == largest, let p50 = run?.writes.p50, let empty {
+                row.target = "p50 ≤ 1.5× with no keys (here \(Format.ratio(p50, empty)))"
+                row.met = p50 <= 1.5 * empty
+            }
+            rows.append(row)
+        }
+        for size in plan.storeSizes {
+            let run = r.sizes[size], other = r.dconfSizes[size]
+            var row = Row(
+                measure: "service memory (VmRSS) with \(count(size))", settingsBus: Format.memory(run?.residentKiB),
+                dconf: dconfValue(Format.memory(other?.residentKiB)),
+                ratio: ratio(run?.residentKiB.map(Double.init), other?.residentKiB.map(Double.init), "dconf"))
+            if size == largest {
+                row.target = "≤ 0.5× dconf-service's"
+                if let mine = run?.residentKiB, let theirs = other?.residentKiB { row.met = Double(mine) <= 0.5 * Double(theirs) }
+            }
+            rows.append(row)
+        }
+        for size in plan.storeSizes {
+            let run = r.sizes[size], other = r.dconfSizes[size]
+            var row = Row(
+                measure: "start by D-Bus activation → first reply, with \(count(size)), median",
+                settingsBus: Format.duration(run?.start.p50), dconf: dconfValue(Format.duration(other?.start.p50)),
+                ratio: ratio(run?.start.p50, other?.start.p50, "dconf"))
+            if size == largest, let start = run?.start.p50 {
+                row.target = "≤ 200 ms"
+                row.met = start <= 200e6
+            }
+            rows.append(row)
+        }
+        let load = r.sizes[largest]?.load, dconfLoad = r.dconfSizes[largest]?.load
+        rows.append(
+            Row(
+                measure: "load \(count(largest)) in one call (`Apply`; dconf one `Change`)",
+                settingsBus: Format.duration(load), dconf: dconfValue(Format.duration(dconfLoad)),
+                ratio: ratio(load, dconfLoad, "dconf")))
+
+        var text = "| measure | SettingsBus | dconf | ratio | target | met? |\n| --- | --- | --- | --- | --- | --- |\n"
+        for row in rows {
+            let met = row.met.map { $0 ? "yes" : "**no**" } ?? (row.target.isEmpty ? "" : "n/a")
+            let dconf = dconfMissing == nil || row.dconf == "(same bus)" ? row.dconf : noDconf
+            text += "| \(row.measure) | \(row.settingsBus) | \(dconf) | \(row.ratio) | \(row.target) | \(met) |\n"
+        }
+        if let dconfMissing { text += "\ndconf was not measured: \(dconfMissing)\n" }
+        if isSmoke { text += "\nSmoke run: the counts are too small for the figures to mean anything.\n" }
+        return text
+    }
+
+    private func halfOfDconf(_ measure: String, _ mine: Samples, _ theirs: Samples, target: Bool) -> Row {
+        var row = Row(
+            measure: measure, settingsBus: Format.percentiles(mine), dconf: dconfValue(Format.percentiles(theirs)),
+            ratio: ratio(mine.p50, theirs.p50, "dconf"))
+        if target {
+            row.target = "p50 ≤ 0.5× dconf's"
+            if let a = mine.p50, let b = theirs.p50 { row.met = a <= 0.5 * b }
+        }
+        return row
+    }
+
+    private func ratio(_ a: Double?, _ b: Double?, _ what: String) -> String {
+        guard a != nil, b != nil else { return "—" }
+        return "\(Format.ratio(a, b)) \(what)"
+    }
+
+    private func dconfValue(_ text: String) -> String { text }
+
+    private func messages(_ count: UInt32?) -> String {
+        guard let count else { return " (bus messages not counted)" }
+        return ", \(count) bus message\(count == 1 ? "" : "s")"
+    }
+
+    private func writerCell(_ run: WriterRun?) -> String {
+        guard let run else { return "n/a" }
+        var text = "\(Format.rate(run.writesPerSecond)), \(run.missing) of \(run.acknowledged) lost"
+        if run.failed > 0 { text += ", \(run.failed) failed" }
+        return text
+    }
+
+    private func count(_ keys: Int) -> String {
+        switch keys {
+        case 0: return "no keys"
+        case 1: return "1 key"
+        case let n where n % 1000 == 0: return "\(n / 1000)k keys"
+        default: return "\(keys) keys"
+        }
+    }
+}

@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: Apache-2.0
+
+/// What one run measured; nil or empty where a measurement was not taken.
+struct BenchResults: Sendable {
+    /// Floors: `GetId` to the bus daemon; `Peer.Ping` to the broker and to dconf-service.
+    var getID = Samples()
+    var pingBroker = Samples()
+    var pingDconf = Samples()
+    /// `Get` called on a plain connection, and the client library's `get` of a key it does not watch.
+    var rawGet = Samples()
+    var clientGet = Samples()
+    /// Local reads, in nanoseconds per read (median of batches of 1000).
+    var cachedRead: Double?
+    /// Messages the client's connection sent to the bus during the local reads.
+    var cachedReadMessages: UInt32?
+    var dconfRead: Double?
+    /// Durable writes of one key.
+    var durableSet = Samples()
+    var dconfWrite = Samples()
+    /// From before a write in this process to the value's arrival in another process's stream.
+    var delivery = Samples()
+    var dconfDelivery = Samples()
+    /// Subscriber processes → time until the last of them has the value.
+    var fanOut: [Int: Samples] = [:]
+    var dconfFanOut: [Int: Samples] = [:]
+    /// Writer processes → the run.
+    var writers: [Int: WriterRun] = [:]
+    var dconfWriters: [Int: WriterRun] = [:]
+    /// Keys in the store → writes, memory and start at that size.
+    var sizes: [Int: SizeRun] = [:]
+    var dconfSizes: [Int: SizeRun] = [:]
+}
+
+/// Concurrent writer processes writing distinct keys for a fixed time.
+struct WriterRun: Sendable {
+    /// Acknowledged writes per second, over all writers.
+    var writesPerSecond: Double
+    var acknowledged: Int
+    var failed: Int
+    /// Acknowledged writes whose value was not found afterwards.
+    var missing: Int
+}
+
+/// A store of a given size.
+struct SizeRun: Sendable {
+    /// Writing all the keys in one call (`Apply`; dconf: one `Change`), in nanoseconds.
+    var load: Double?
+    /// From the first call to the (not running) service's name to its reply: D-Bus activation, start-up and
+    /// loading the store. For the broker the call is `Get` of a stored key; dconf-service serves no reads,
+    /// so for it the call is `Peer.Ping`.
+    var start = Samples()
+    /// Durable writes of one key.
+    var writes = Samples()
+    /// The service's resident memory after the writes, in KiB.
+    var residentKiB: Int?
+}

@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import DBus
+import Foundation
+import SettingsBus
+import SettingsModel
+internal import Glibc
+
+/// The child processes of a run: `settings-bench --role subscriber|writer …`.
+enum Roles {
+    /// Follows a key with `values(for:)`; prints `<value> <CLOCK_MONOTONIC ns>` for each value, the current
+    /// one first. Runs until it is ended.
+    static func subscriber(address: String, key path: String) async throws {
+        let settings = BusSettingsStore(bus: .address(address))
+        let key = SettingKey(try SettingPath(path), default: "")
+        for await value in settings.values(for: key) {
+            let stamp = monotonicNanoseconds()
+            printLine("\(value) \(stamp)")
+        }
+    }
+
+    /// Prints `ready` once connected, waits for a line on standard input, then writes distinct keys
+    /// `<prefix>w<id>/k<n>` = `'w<id>-<n>'` one after another for `seconds`; prints
+    /// `done <acknowledged> <failed> <first ns> <last ns>`.
+    static func writer(system: String, address: String, prefix: String, id: Int, seconds: Double) async throws {
+        let write: (Int) async throws -> Void
+        let settings = BusSettingsStore(bus: .address(address))
+        let connection = try await DBusConnection.connect(to: .address(address))
+        switch system {
+        case "settingsbus":
+            _ = try await settings.read([])
+            write = { index in
+                let key = SettingKey(try SettingPath("\(prefix)w\(id)/k\(index)"), default: "")
+                try await settings.set(key, to: "w\(id)-\(index)")
+            }
+        case "dconf":
+            _ = try await connection.call(
+                destination: Bench.dconfName, path: "/", interface: "org.freedesktop.DBus.Peer", member: "Ping")
+            write = { index in
+                let blob = DconfChangeset.serialize([("\(prefix)w\(id)/k\(index)", "w\(id)-\(index)")])
+                _ = try await connection.call(
+                    destination: Bench.dconfName, path: "/ca/desrt/dconf/Writer/user",
+                    interface: "ca.desrt.dconf.Writer", member: "Change",
+                    arguments: [.array(.byte, blob.map(DBusValue.byte))], timeout: .seconds(120))
+            }
+        default:
+            throw BenchFailure("unknown --system \(system); use settingsbus or dconf")
+        }
+        printLine("ready")
+        _ = await standardInputLine()
+        var acknowledged = 0
+        var failed = 0
+        let first = monotonicNanoseconds()
+        let deadline = first + UInt64(seconds * 1e9)
+        var last = first
+        // Keys are numbered by acknowledged writes, so the check looks for exactly those; a failure ends
+        // the writer. At most a million writes, and never past the deadline.
+        while acknowledged < 1_000_000, monotonicNanoseconds() < deadline {
+            do {
+                try await write(acknowledged)
+                acknowledged += 1
+                last = monotonicNanoseconds()
+            } catch {
+                failed += 1
+                FileHandle.standardError.write(Data("write \(acknowledged) failed: \(error)\n".utf8))
+                break
+            }
+        }
+        printLine("done \(acknowledged) \(failed) \(first) \(last)")
+        await settings.close()
+        await connection.close()
+    }
+
+    /// Writes a line to standard output at once (no buffering).
+    static func printLine(_ line: String) {
+        let bytes = Array((line + "\n").utf8)
+        bytes.withUnsafeBytes { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let written = Glibc.write(1, buffer.baseAddress! + offset, buffer.count - offset)
+                if written <= 0 { return }
+                offset += written
+            }
+        }
+    }
+
+    /// Reads one line of standard input on a thread of its own, so that no task blocks in `read`.
+    static func standardInputLine() async -> String? {
+        await withCheckedContinuation { continuation in
+            let thread = Thread { continuation.resume(returning: readLine()) }
+            thread.start()
+        }
+    }
+}
+
+/// A measurement that could not be taken, and why.
+struct BenchFailure: Error, CustomStringConvertible {
+    var description: String
+
+    init(_ description: String) {
+        self.description = description
+    }
+}

@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import ArgumentParser
+import Foundation
+
+/// `settings-bench`: measures SettingsBus and dconf side by side on a private bus and prints one table.
+@main
+struct SettingsBenchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "settings-bench",
+        abstract: "Measure SettingsBus and dconf side by side on a private D-Bus and print one Markdown table.",
+        discussion: """
+            Build and run it in release: scripts/bench. It starts its own dbus-daemon, the settings-broker \
+            next to it and, when installed, dconf-service (apt-get install -y dconf-service dconf-cli \
+            libdconf-dev gcc), with XDG_CONFIG_HOME, XDG_RUNTIME_DIR and HOME in a temporary directory: it \
+            never touches your session bus or your settings. Progress goes to standard error, the table to \
+            standard output. --smoke runs every measurement with tiny counts, in seconds.
+            """)
+
+    @Flag(help: "Run every measurement with tiny counts, to check that the benchmark works.")
+    var smoke = false
+
+    @Option(help: .hidden)
+    var role: String?
+
+    @Option(help: .hidden)
+    var system: String = "settingsbus"
+
+    @Option(help: .hidden)
+    var bus: String?
+
+    @Option(help: .hidden)
+    var key: String?
+
+    @Option(help: .hidden)
+    var prefix: String?
+
+    @Option(help: .hidden)
+    var id: Int = 0
+
+    @Option(help: .hidden)
+    var seconds: Double = 1
+
+    func run() async throws {
+        switch role {
+        case nil:
+            try await runBenchmark()
+        case "subscriber":
+            guard let bus, let key else { throw ValidationError("--role subscriber needs --bus and --key") }
+            try await Roles.subscriber(address: bus, key: key)
+        case "writer":
+            guard let bus, let prefix else { throw ValidationError("--role writer needs --bus and --prefix") }
+            try await Roles.writer(system: system, address: bus, prefix: prefix, id: id, seconds: seconds)
+        case let other?:
+            throw ValidationError("unknown --role \(other)")
+        }
+    }
+
+    private func runBenchmark() async throws {
+        let plan = smoke ? BenchPlan.smoke : BenchPlan.full
+        let began = monotonicNanoseconds()
+        let bench = try await Bench.prepare(plan: plan)
+        if let missing = bench.dconfMissing { progress("dconf is not measured: \(missing)") }
+        do {
+            try await bench.measureBasics()
+            try await bench.measureDelivery()
+            try await bench.measureWriters()
+            try await bench.measureSizes()
+        } catch {
+            progress("failed: \(error)")
+            await bench.finish()
+            throw ExitCode(1)
+        }
+        let report = BenchReport(
+            results: bench.results, plan: plan, dconfMissing: bench.dconfMissing, isSmoke: smoke)
+        await bench.finish()
+        progress(String(format: "done in %.0f s", Double(monotonicNanoseconds() - began) / 1e9))
+        print(report.markdown(), terminator: "")
+    }
+}
