@@ -39,6 +39,7 @@ final class WatchHub: Sendable {
     private enum Event: Sendable {
         case signal(DBusMessage)
         case brokerStarted
+        case retry
         case ended
     }
 
@@ -202,11 +203,26 @@ final class WatchHub: Sendable {
                 for await change in owners where change.newOwner != nil { sink.yield(.brokerStarted) }
                 sink.yield(.ended)
             }
-            await resync(location)
+            // A read that fails while the broker is there (a timeout under load) is tried again, sooner
+            // at first; one that finds no broker waits for the broker's name to get an owner.
+            var failures = 0
+            func readAgain() async {
+                if await resync(location) {
+                    failures = 0
+                    return
+                }
+                failures += 1
+                let delay = min(2000, 50 << min(failures, 6))
+                group.addTask {
+                    do { try await Task.sleep(for: .milliseconds(delay)) } catch { return }
+                    sink.yield(.retry)
+                }
+            }
+            await readAgain()
             loop: for await event in events {
                 switch event {
                 case .signal(let message): await apply(message, to: location)
-                case .brokerStarted: await resync(location)
+                case .brokerStarted, .retry: await readAgain()
                 case .ended: break loop
                 }
             }
@@ -216,8 +232,16 @@ final class WatchHub: Sendable {
 
     /// Reads the location's values and reports them: as the snapshot the first time, else as a resync with
     /// what differs from the local copy.
-    private func resync(_ location: SettingLocation) async {
-        guard let snapshot = try? await read(location) else { return }
+    ///
+    /// - Returns: false when the read failed and is worth trying again (the broker did not answer in time, or
+    ///   failed); true when it succeeded, or found no broker at all (a new owner of its name will tell).
+    private func resync(_ location: SettingLocation) async -> Bool {
+        let snapshot: SettingsSnapshot
+        do {
+            snapshot = try await read(location)
+        } catch {
+            return error.code == .brokerUnavailable
+        }
         state.withLock { state in
             guard var watch = state.watches[location] else { return }
             defer { state.watches[location] = watch }
@@ -238,6 +262,7 @@ final class WatchHub: Sendable {
                 for subscriber in watch.subscribers.values { subscriber.yield(update) }
             }
         }
+        return true
     }
 
     private func read(_ location: SettingLocation) async throws(SettingsError) -> SettingsSnapshot {
