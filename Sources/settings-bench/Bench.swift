@@ -96,10 +96,12 @@ final class Bench {
             missing = "\(dconfService) is not installed (apt-get install -y dconf-service dconf-cli libdconf-dev gcc)"
         }
         let connection = try await bus.connect()
-        return Bench(
+        let bench = Bench(
             plan: plan, root: root, bus: bus, environment: environment, connection: connection, broker: broker,
             brokerExecutable: brokerExecutable, benchExecutable: benchExecutable, dconf: dconf, probe: probe,
             dconfMissing: missing)
+        try bench.configureBrokerStore("main")
+        return bench
     }
 
     /// Ends every service by its pid, closes the connections, stops the bus and removes the directory.
@@ -117,6 +119,11 @@ final class Bench {
     /// Points the broker's activation at a fresh store named `name`, stopping a running broker first.
     func useFreshBrokerStore(_ name: String) async throws {
         try await broker.stop(using: connection)
+        try configureBrokerStore(name)
+    }
+
+    /// Points the broker's activation at a fresh store named `name`.
+    private func configureBrokerStore(_ name: String) throws {
         let directory = root.appendingPathComponent("stores/\(name)")
         try? FileManager.default.removeItem(at: directory)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)

@@ -20,6 +20,11 @@ struct SettingsBenchCommand: AsyncParsableCommand {
     @Flag(help: "Run every measurement with tiny counts, to check that the benchmark works.")
     var smoke = false
 
+    @Option(
+        parsing: .upToNextOption,
+        help: "Run only these parts: basics, delivery, writers, sizes (the table then has gaps).")
+    var only: [String] = []
+
     @Option(help: .hidden)
     var role: String?
 
@@ -56,16 +61,24 @@ struct SettingsBenchCommand: AsyncParsableCommand {
         }
     }
 
+    func validate() throws {
+        let parts: Set = ["basics", "delivery", "writers", "sizes"]
+        if let unknown = only.first(where: { !parts.contains($0) }) {
+            throw ValidationError("unknown part '\(unknown)'; use basics, delivery, writers or sizes")
+        }
+    }
+
     private func runBenchmark() async throws {
         let plan = smoke ? BenchPlan.smoke : BenchPlan.full
         let began = monotonicNanoseconds()
         let bench = try await Bench.prepare(plan: plan)
         if let missing = bench.dconfMissing { progress("dconf is not measured: \(missing)") }
         do {
-            try await bench.measureBasics()
-            try await bench.measureDelivery()
-            try await bench.measureWriters()
-            try await bench.measureSizes()
+            let parts = only.isEmpty ? ["basics", "delivery", "writers", "sizes"] : only
+            if parts.contains("basics") { try await bench.measureBasics() }
+            if parts.contains("delivery") { try await bench.measureDelivery() }
+            if parts.contains("writers") { try await bench.measureWriters() }
+            if parts.contains("sizes") { try await bench.measureSizes() }
         } catch {
             progress("failed: \(error)")
             await bench.finish()
