@@ -90,6 +90,46 @@ public final class ChildProcess: Sendable {
     }
 }
 
+/// A child process with pipes to its standard input, output and error (the parent's ends).
+struct PipedChild {
+    let child: ChildProcess
+    /// The read end of the child's standard output.
+    let stdout: Int32
+    /// The read end of the child's standard error.
+    let stderr: Int32
+    /// The write end of the child's standard input.
+    let stdin: Int32
+
+    /// Starts a program with its standard streams on pipes, in this process's environment plus `environment`.
+    ///
+    /// - Throws: ``TestProcess/Failure`` when the program is missing (naming its Debian package) or cannot
+    ///   start.
+    static func start(_ executable: String, _ arguments: [String], environment: [String: String]) throws -> PipedChild {
+        guard FileManager.default.isExecutableFile(atPath: executable) else {
+            throw TestProcess.Failure(
+                description: "\(executable) is not installed (\(TestProcess.packageHint(for: executable)))")
+        }
+        let stdout = try ClosingPipe(), stderr = try ClosingPipe(), stdin = try ClosingPipe()
+        let child: ChildProcess
+        do {
+            child = try ChildProcess.spawn(
+                executable, arguments,
+                environment: ProcessInfo.processInfo.environment.merging(environment) { _, new in new },
+                stdin: stdin.readEnd, stdout: stdout.writeEnd, stderr: stderr.writeEnd)
+        } catch {
+            for fd in [stdout.readEnd, stdout.writeEnd, stderr.readEnd, stderr.writeEnd, stdin.readEnd, stdin.writeEnd] {
+                close(fd)
+            }
+            throw error
+        }
+        // The child holds its own copies; closing ours lets the readers see end-of-file when it exits.
+        close(stdout.writeEnd)
+        close(stderr.writeEnd)
+        close(stdin.readEnd)
+        return PipedChild(child: child, stdout: stdout.readEnd, stderr: stderr.readEnd, stdin: stdin.writeEnd)
+    }
+}
+
 /// A pipe whose ends are closed on exec, so that no other child inherits them by accident (which would keep
 /// a reader from ever seeing end-of-file).
 struct ClosingPipe {

@@ -44,31 +44,12 @@ public final class RunningProcess: Sendable {
     public static func start(
         _ executable: String, _ arguments: [String], environment: [String: String] = [:]
     ) throws -> RunningProcess {
-        guard FileManager.default.isExecutableFile(atPath: executable) else {
-            throw TestProcess.Failure(
-                description: "\(executable) is not installed (\(TestProcess.packageHint(for: executable)))")
-        }
-        let stdout = try ClosingPipe(), stderr = try ClosingPipe(), stdin = try ClosingPipe()
-        let child: ChildProcess
-        do {
-            child = try ChildProcess.spawn(
-                executable, arguments,
-                environment: ProcessInfo.processInfo.environment.merging(environment) { _, new in new },
-                stdin: stdin.readEnd, stdout: stdout.writeEnd, stderr: stderr.writeEnd)
-        } catch {
-            for fd in [stdout.readEnd, stdout.writeEnd, stderr.readEnd, stderr.writeEnd, stdin.readEnd, stdin.writeEnd] {
-                close(fd)
-            }
-            throw error
-        }
-        close(stdout.writeEnd)
-        close(stderr.writeEnd)
-        close(stdin.readEnd)
+        let piped = try PipedChild.start(executable, arguments, environment: environment)
         let lines = LineQueue()
-        lines.startReading(stdout.readEnd)
+        lines.startReading(piped.stdout)
         return RunningProcess(
-            child: child, lines: lines, stderr: PipeReader(fd: stderr.readEnd),
-            input: FileHandle(fileDescriptor: stdin.writeEnd, closeOnDealloc: true),
+            child: piped.child, lines: lines, stderr: PipeReader(fd: piped.stderr),
+            input: FileHandle(fileDescriptor: piped.stdin, closeOnDealloc: true),
             description: ([executable] + arguments).joined(separator: " "))
     }
 

@@ -42,29 +42,11 @@ public enum TestProcess {
         _ executable: String, _ arguments: [String], environment: [String: String] = [:], input: String? = nil,
         timeLimit: Duration = .seconds(60)
     ) async throws -> Result {
-        guard FileManager.default.isExecutableFile(atPath: executable) else {
-            throw Failure(description: "\(executable) is not installed (\(packageHint(for: executable)))")
-        }
-        let stdout = try ClosingPipe(), stderr = try ClosingPipe(), stdin = try ClosingPipe()
-        let child: ChildProcess
-        do {
-            child = try ChildProcess.spawn(
-                executable, arguments,
-                environment: ProcessInfo.processInfo.environment.merging(environment) { _, new in new },
-                stdin: stdin.readEnd, stdout: stdout.writeEnd, stderr: stderr.writeEnd)
-        } catch {
-            for fd in [stdout.readEnd, stdout.writeEnd, stderr.readEnd, stderr.writeEnd, stdin.readEnd, stdin.writeEnd] {
-                close(fd)
-            }
-            throw error
-        }
-        // The child holds its own copies; closing ours lets the readers see end-of-file when it exits.
-        close(stdout.writeEnd)
-        close(stderr.writeEnd)
-        close(stdin.readEnd)
-        let out = PipeReader(fd: stdout.readEnd)
-        let err = PipeReader(fd: stderr.readEnd)
-        let writer = FileHandle(fileDescriptor: stdin.writeEnd, closeOnDealloc: true)
+        let piped = try PipedChild.start(executable, arguments, environment: environment)
+        let child = piped.child
+        let out = PipeReader(fd: piped.stdout)
+        let err = PipeReader(fd: piped.stderr)
+        let writer = FileHandle(fileDescriptor: piped.stdin, closeOnDealloc: true)
         if let input { writer.write(Data(input.utf8)) }
         try? writer.close()
         let killer = Task { () -> Bool in
