@@ -144,6 +144,8 @@ struct GVariantPrinter {
 
     /// GLib's `g_unichar_isprint`: everything but control, format, unassigned and surrogate code points.
     static func isPrintable(_ scalar: Unicode.Scalar) -> Bool {
+        // Printable ASCII, the common case, without a lookup in the Unicode tables.
+        if scalar.value >= 0x20 && scalar.value < 0x7F { return true }
         switch scalar.properties.generalCategory {
         case .control, .format, .unassigned, .surrogate: return false
         default: return true

@@ -135,7 +135,9 @@ public struct SettingDirectory: Sendable, Hashable {
 extension SettingDirectory: Comparable {
     /// Orders directories by their UTF-8 bytes; a directory sorts before everything it contains.
     public static func < (lhs: Self, rhs: Self) -> Bool {
-        lhs.rawValue.utf8.lexicographicallyPrecedes(rhs.rawValue.utf8)
+        // The grammar allows only ASCII, whose `String` order is the byte order, taken with one memcmp:
+        // comparing the UTF-8 views element by element dominated a profile of sorting 100,000 keys.
+        lhs.rawValue < rhs.rawValue
     }
 }
 

@@ -82,7 +82,9 @@ extension SettingPath: Comparable {
     /// Orders keys by their UTF-8 bytes, so every key sorts right after the keys of its parent's earlier siblings
     /// and a directory's keys sort together.
     public static func < (lhs: Self, rhs: Self) -> Bool {
-        lhs.rawValue.utf8.lexicographicallyPrecedes(rhs.rawValue.utf8)
+        // The grammar allows only ASCII, whose `String` order is the byte order, taken with one memcmp:
+        // comparing the UTF-8 views element by element dominated a profile of sorting 100,000 keys.
+        lhs.rawValue < rhs.rawValue
     }
 }
 
