@@ -85,6 +85,8 @@ final class StorePersistence: Sendable {
             return try await database.read { db in
                 var contents = Contents()
                 contents.serial = try UInt64.fetchOne(db, sql: "SELECT value FROM meta WHERE name = 'serial'") ?? 0
+                // Sized once: growing a dictionary of 100,000 keys step by step rehashes it many times.
+                contents.values.reserveCapacity(try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM settings") ?? 0)
                 let rows = try Row.fetchCursor(db, sql: "SELECT path, type, value, serial FROM settings")
                 while let row = try rows.next() {
                     let path: String = row[0]
