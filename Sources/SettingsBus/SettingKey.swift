@@ -135,6 +135,7 @@ public struct SettingKey<Value: SettingValue>: Sendable {
     /// Reads a stored effective value (nil: the key has none) as the key's type.
     ///
     /// - Returns: the value; when the stored value does not decode, the key's default and the reason.
+    @inlinable
     public func decode(_ value: DBusValue?) -> (value: Value, mismatch: SettingsError?) {
         if let fixed = fixedValue { return (fixed, nil) }
         guard let value else { return (Value.settingRepresentation.absentValue ?? defaultValue, nil) }

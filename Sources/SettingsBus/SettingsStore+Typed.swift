@@ -19,6 +19,7 @@ extension SettingsStore {
 
     /// Reads a key from the local copy only: the value when the key is watched and the copy is current,
     /// else nil (no round trip is made).
+    @inlinable  // specialized in the caller: no generic metadata lookups on a path meant to cost nanoseconds
     public func cached<Value>(_ key: SettingKey<Value>) -> Value? {
         if let fixed = key.fixedValue { return fixed }
         guard let cached = cachedValue(of: key.path) else { return nil }
