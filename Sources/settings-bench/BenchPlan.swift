@@ -24,11 +24,11 @@ struct BenchPlan: Sendable {
     /// The time limit of each loop, in seconds.
     var loopSeconds: Double
 
-    /// The full run: a few minutes on two cores.
+    /// The full run: about three minutes on two cores.
     static let full = BenchPlan(
-        roundTrips: 2000, warmUp: 100, cachedReadBatches: 1000, durableWrites: 300, deliveries: 200,
-        fanOuts: [10, 50], fanOutWrites: 30, writerCounts: [1, 4, 16], writerSeconds: 3,
-        storeSizes: [1_000, 10_000, 100_000], writesPerSize: 100, startsPerSize: 3, loopSeconds: 20)
+        roundTrips: 5000, warmUp: 100, cachedReadBatches: 2000, durableWrites: 500, deliveries: 300,
+        fanOuts: [10, 50], fanOutWrites: 50, writerCounts: [1, 4, 16], writerSeconds: 5,
+        storeSizes: [1_000, 10_000, 100_000], writesPerSize: 200, startsPerSize: 5, loopSeconds: 30)
 
     /// The smoke run (`--smoke`): every measurement once with tiny counts, in seconds, to check that it works.
     static let smoke = BenchPlan(

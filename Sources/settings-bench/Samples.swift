@@ -79,7 +79,8 @@ enum Format {
     static func ratio(_ a: Double?, _ b: Double?) -> String {
         guard let a, let b, b > 0 else { return "—" }
         let value = a / b
-        return value >= 10 ? String(format: "%.0f×", value) : String(format: "%.2f×", value)
+        if value >= 10 { return String(format: "%.0f×", value) }
+        return value >= 0.1 ? String(format: "%.2f×", value) : String(format: "%.3f×", value)
     }
 
     /// Kibibytes as MiB.
