@@ -24,7 +24,7 @@ struct BenchPlan: Sendable {
     /// The time limit of each loop, in seconds.
     var loopSeconds: Double
 
-    /// The full run: about three minutes on two cores.
+    /// The full run: about two minutes on two cores.
     static let full = BenchPlan(
         roundTrips: 5000, warmUp: 100, cachedReadBatches: 2000, durableWrites: 500, deliveries: 300,
         fanOuts: [10, 50], fanOutWrites: 50, writerCounts: [1, 4, 16], writerSeconds: 5,
