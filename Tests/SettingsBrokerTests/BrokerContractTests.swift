@@ -3,32 +3,12 @@
 import DBus
 import Foundation
 import SettingsBusTesting
-import SettingsModel
 import Testing
 
-/// The broker's D-Bus contract, exercised with peers that are not ours (`dbus-send`, `gdbus`) on a private
-/// bus with the real `settings-broker`.
+/// The broker's D-Bus contract, exercised with peers that are not ours (`dbus-send`, `gdbus`, `dbus-monitor`)
+/// on a private bus with the real `settings-broker`.
 @Suite(.timeLimit(.minutes(2)))
 struct BrokerContractTests {
-    static let repository = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-
-    static func dbusSend(_ bus: TestBus, _ method: String, _ arguments: [String]) async throws -> TestProcess.Result {
-        try await TestProcess.run(
-            "/usr/bin/dbus-send",
-            ["--session", "--print-reply=literal", "--dest=io.github.settingsbus.Settings1",
-             "/io/github/settingsbus/Settings1", "io.github.settingsbus.Settings1.\(method)"] + arguments,
-            environment: bus.environment)
-    }
-
-    static func gdbus(_ bus: TestBus, _ method: String, _ arguments: [String]) async throws -> TestProcess.Result {
-        try await TestProcess.run(
-            "/usr/bin/gdbus",
-            ["call", "--session", "--dest", "io.github.settingsbus.Settings1", "--object-path",
-             "/io/github/settingsbus/Settings1", "--method", "io.github.settingsbus.Settings1.\(method)"] + arguments,
-            environment: bus.environment)
-    }
-
     /// The `<interface name="io.github.settingsbus.Settings1">` element of an XML text, trimmed per line.
     static func interfaceElement(_ xml: String) -> [String] {
         let lines = xml.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
@@ -42,37 +22,69 @@ struct BrokerContractTests {
             let broker = try await TestBroker.start(on: bus)
             let connection = try await bus.connect()
             let reply = try await connection.call(
-                destination: "io.github.settingsbus.Settings1", path: "/io/github/settingsbus/Settings1",
+                destination: TestBroker.busName, path: "/io/github/settingsbus/Settings1",
                 interface: "org.freedesktop.DBus.Introspectable", member: "Introspect")
             guard case .string(let introspected)? = reply.first else {
-                Issue.record("Introspect returned \(reply)")
-                return
+                throw PeerFailure("Introspect returned \(reply)")
             }
             let contract = try String(
-                contentsOf: Self.repository.appendingPathComponent("dbus/io.github.settingsbus.Settings1.xml"),
+                contentsOf: Peers.repository.appendingPathComponent("dbus/io.github.settingsbus.Settings1.xml"),
                 encoding: .utf8)
             let expected = Self.interfaceElement(contract)
-            #expect(!expected.isEmpty)
+            #expect(expected.count > 50, "the contract's interface element was not found")
             #expect(Self.interfaceElement(introspected) == expected)
             await connection.close()
             #expect(await broker.stop() == 0)
         }
     }
 
-    @Test func aWrongTypeFromDbusSendIsRefusedAndTheValueKept() async throws {
+    @Test func aRegisteredTypeRangeAndChoicesAreEnforcedAndTheValueKept() async throws {
         try await withTestBus { bus in
             let broker = try await TestBroker.start(on: bus)
-            let key = "string:/test/contract/size"
-            let register = try await Self.gdbus(bus, "Register", ["/test/contract/size", "i", "<12>", "{'range': <(8, 72)>}"])
-            #expect(register.status == 0, "\(register.stderr)")
-            #expect(try await Self.dbusSend(bus, "Set", [key, "variant:int32:14"]).status == 0)
-            let wrong = try await Self.dbusSend(bus, "Set", [key, "variant:string:huge"])
-            #expect(wrong.status != 0)
-            #expect(wrong.stderr.contains("io.github.settingsbus.Settings1.Error.TypeMismatch"), "\(wrong.stderr)")
-            let out = try await Self.dbusSend(bus, "Set", [key, "variant:int32:100"])
-            #expect(out.stderr.contains("io.github.settingsbus.Settings1.Error.OutOfRange"), "\(out.stderr)")
-            let read = try await Self.gdbus(bus, "Get", ["/test/contract/size"])
-            #expect(read.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "(<14>,)")
+            let connection = try await bus.connect()
+            // Given: a key with a range and a key with choices, each with a value.
+            let size = "/test/contract/size", theme = "/test/contract/theme"
+            let registrations = [
+                try await Peers.gdbus(bus, "Register", [size, "i", "<12>", "{'range': <(8, 72)>}"]),
+                try await Peers.gdbus(bus, "Register", [theme, "s", "<'light'>", "{'choices': <['light', 'dark']>}"]),
+                try await Peers.dbusSend(bus, "Set", ["string:\(size)", "variant:int32:14"]),
+                try await Peers.dbusSend(bus, "Set", ["string:\(theme)", "variant:string:dark"]),
+            ]
+            for result in registrations { #expect(result.status == 0, "\(result.stderr)") }
+            let serial = try await connection.brokerSerial()
+
+            // When: writes of the wrong type, out of the range, or not among the choices.
+            let refused: [(arguments: [String], error: String)] = [
+                (["Set", "string:\(size)", "variant:string:huge"], "TypeMismatch"),
+                (["Set", "string:\(size)", "variant:int64:14"], "TypeMismatch"),  // the same number, another type
+                (["Set", "string:\(size)", "variant:uint32:14"], "TypeMismatch"),
+                (["Set", "string:\(size)", "variant:int32:100"], "OutOfRange"),
+                (["Set", "string:\(size)", "variant:int32:7"], "OutOfRange"),
+                (["SetFromString", "string:\(size)", "string:'huge'"], "TypeMismatch"),
+                (["SetFromString", "string:\(size)", "string:73"], "OutOfRange"),
+                (["Set", "string:\(theme)", "variant:string:blue"], "OutOfRange"),
+                (["Set", "string:\(theme)", "variant:int32:1"], "TypeMismatch"),
+                (["SetFromString", "string:\(theme)", "string:'Dark'"], "OutOfRange"),
+            ]
+            for (arguments, error) in refused {
+                let result = try await Peers.dbusSend(bus, arguments[0], Array(arguments.dropFirst()))
+                let reported = ReportedError(result)
+                #expect(result.status != 0)
+                #expect(reported?.name == "io.github.settingsbus.Settings1.Error.\(error)", "\(arguments): \(result.stderr)")
+                #expect(reported?.message.contains("/test/contract/") == true, "the message names the key: \(result.stderr)")
+            }
+
+            // Then: the values are unchanged and nothing was committed.
+            #expect(try await Peers.gdbus(bus, "Get", [size]).stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "(<14>,)")
+            #expect(try await Peers.gdbus(bus, "Get", [theme]).stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "(<'dark'>,)")
+            #expect(try await connection.brokerSerial() == serial)
+            // And: the bounds and every choice are accepted.
+            for value in ["int32:8", "int32:72"] {
+                #expect(try await Peers.dbusSend(bus, "Set", ["string:\(size)", "variant:\(value)"]).status == 0)
+            }
+            #expect(try await Peers.dbusSend(bus, "Set", ["string:\(theme)", "variant:string:light"]).status == 0)
+            #expect(try await connection.settings("Get", [.string(theme)]) == [.variant(.string("light"))])
+            await connection.close()
             #expect(await broker.stop() == 0)
         }
     }
@@ -80,19 +92,37 @@ struct BrokerContractTests {
     @Test func setFromStringStoresArraysAndDictionariesThatDbusSendCannotSend() async throws {
         try await withTestBus { bus in
             let broker = try await TestBroker.start(on: bus)
-            let cases = [
-                ("/test/text/list", "['a', 'b c']", "(<['a', 'b c']>,)"),
-                ("/test/text/map", "{'x': <1>, 'y': <'two'>}", "(<{'x': <1>, 'y': <'two'>}>,)"),
-                ("/test/text/pairs", "@a(su) [('one', 1)]", "(<[('one', uint32 1)]>,)"),
+            let connection = try await bus.connect()
+            // A registered type guides the parsing: `[1, 2]` is `at` there, `ai` elsewhere.
+            #expect(try await Peers.gdbus(bus, "Register", ["/test/text/ids", "at", "<@at []>", "{}"]).status == 0)
+            #expect(try await Peers.gdbus(bus, "Register", ["/test/text/counts", "a{su}", "<@a{su} {}>", "{}"]).status == 0)
+            let cases: [(key: String, text: String, printed: String, value: DBusValue)] = [
+                ("/test/text/list", "['a', 'b c']", "<['a', 'b c']>", .array(.string, [.string("a"), .string("b c")])),
+                ("/test/text/map", "{'x': <1>, 'y': <'two'>}", "<{'x': <1>, 'y': <'two'>}>",
+                 .stringMap([("x", .int32(1)), ("y", .string("two"))])),
+                ("/test/text/pairs", "@a(su) [('one', 1)]", "<[('one', uint32 1)]>",
+                 .array(.structure([.string, .uint32]), [.structure([.string("one"), .uint32(1)])])),
+                ("/test/text/empty", "@a{sv} {}", "<@a{sv} {}>", .stringMap([])),
+                ("/test/text/nested", "{'a': [[1], []]}", "<{'a': [[1], []]}>",
+                 .dictionary(
+                    key: .string, value: .array(.array(.int32)),
+                    [DBusDictEntry(
+                        key: .string("a"),
+                        value: .array(.array(.int32), [.array(.int32, [.int32(1)]), .array(.int32, [])]))])),
+                ("/test/text/ids", "[1, 2]", "<[uint64 1, 2]>", .array(.uint64, [.uint64(1), .uint64(2)])),
+                ("/test/text/counts", "{'x': 1}", "<{'x': uint32 1}>",
+                 .dictionary(key: .string, value: .uint32, [DBusDictEntry(key: .string("x"), value: .uint32(1))])),
             ]
-            for (key, text, printed) in cases {
-                let set = try await Self.dbusSend(bus, "SetFromString", ["string:\(key)", "string:\(text)"])
-                #expect(set.status == 0, "\(set.stderr)")
-                let read = try await Self.gdbus(bus, "Get", [key])
-                #expect(read.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == printed)
+            for (key, text, printed, value) in cases {
+                let set = try await Peers.dbusSend(bus, "SetFromString", ["string:\(key)", "string:\(text)"])
+                #expect(set.status == 0, "\(key): \(set.stderr)")
+                let read = try await Peers.gdbus(bus, "Get", [key])
+                #expect(read.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "(\(printed),)", "\(key)")
+                #expect(try await connection.settings("Get", [.string(key)]) == [.variant(value)], "\(key)")
             }
-            let bad = try await Self.dbusSend(bus, "SetFromString", ["string:/test/text/bad", "string:[1, "])
-            #expect(bad.stderr.contains("io.github.settingsbus.Settings1.Error.InvalidValue"), "\(bad.stderr)")
+            let bad = try await Peers.dbusSend(bus, "SetFromString", ["string:/test/text/bad", "string:[1, "])
+            #expect(ReportedError(bad)?.name == "io.github.settingsbus.Settings1.Error.InvalidValue", "\(bad.stderr)")
+            await connection.close()
             #expect(await broker.stop() == 0)
         }
     }
@@ -100,93 +130,50 @@ struct BrokerContractTests {
     @Test func changedCarriesItsArgumentsAndArg0pathFiltersInTheBus() async throws {
         try await withTestBus { bus in
             let broker = try await TestBroker.start(on: bus)
+            // Given: two subscribers to /a/: a binding stream, and a dbus-monitor whose rule the daemon applies.
             let listener = try await bus.connect()
             var rule = MatchRule(
                 sender: "io.github.settingsbus.Settings1", interface: "io.github.settingsbus.Settings1",
                 member: "Changed")
             rule.argumentPaths[0] = "/a/"
             let signals = Collector(try await listener.signals(matching: rule))
-            let writer = try await bus.connect()
-            func call(_ member: MemberName, _ arguments: [DBusValue]) async throws -> [DBusValue] {
-                try await writer.call(
-                    destination: "io.github.settingsbus.Settings1", path: "/io/github/settingsbus/Settings1",
-                    interface: "io.github.settingsbus.Settings1", member: member, arguments: arguments)
+            let monitor = try await Peers.monitor(
+                bus, rules: ["type='signal',interface='io.github.settingsbus.Settings1',member='Changed',arg0path='/a/'"])
+            try await withPeer(monitor) { monitor in
+                let writer = try await bus.connect()
+
+                // When: a change under /b/, then one under /a/.
+                _ = try await writer.settings("Set", [.string("/b/other"), .variant(.int32(1))])
+                let reply = try await writer.settings(
+                    "Apply",
+                    [
+                        .stringMap([("/a/x", .variant(.string("one"))), ("/a/y/z", .boolean(true))]),
+                        .array(.string, []), .stringMap([]),
+                    ])
+
+                // Then: the first signal either subscriber receives is the one under /a/, with its arguments.
+                let signal = try await signals.next()
+                #expect(signal.body.count == 5)
+                #expect(signal.body[0] == .string("/a/"), "the path is the longest common directory")
+                #expect(signal.body[1] == .stringMap([("/a/x", .variant(.string("one"))), ("/a/y/z", .boolean(true))]))
+                #expect(signal.body[2] == .array(.string, []))
+                #expect(reply.first.map { signal.body[3] == $0 } == true, "the signal's serial is the reply's")
+                #expect(signal.body[4] == .string(writer.uniqueName?.rawValue ?? "-"), "the origin is the writer")
+                let (_, skipped) = try await monitor.line(where: { $0.contains("member=Changed") })
+                #expect(!skipped.contains { $0.contains("/b/") }, "\(skipped)")
+                #expect(try await monitor.nextLine()?.trimmingCharacters(in: .whitespaces) == "string \"/a/\"")
+
+                // And: a reset of one key names the key, and lists it as removed.
+                let reset = try await writer.settings("Reset", [.string("/a/x")])
+                let resetSignal = try await signals.next()
+                #expect(resetSignal.body[0] == .string("/a/x"))
+                #expect(resetSignal.body[1] == .stringMap([]))
+                #expect(resetSignal.body[2] == .array(.string, [.string("/a/x")]))
+                #expect(reset.first.map { resetSignal.body[3] == $0 } == true)
+                await writer.close()
             }
-
-            // A change under /b/ is not delivered to a subscriber of /a/; the later change under /a/ is the
-            // first signal it receives.
-            _ = try await call("Set", [.string("/b/other"), .variant(.int32(1))])
-            let reply = try await call(
-                "Apply",
-                [
-                    .dictionary(
-                        key: .string, value: .variant,
-                        [DBusDictEntry(key: .string("/a/x"), value: .variant(.variant(.string("one")))),
-                         DBusDictEntry(key: .string("/a/y/z"), value: .variant(.boolean(true)))]),
-                    .array(.string, []), .dictionary(key: .string, value: .variant, []),
-                ])
-            let signal = try await signals.next()
-            #expect(signal.body.count == 5)
-            #expect(signal.body[0] == .string("/a/"))
-            #expect(
-                signal.body[1]
-                    == .dictionary(
-                        key: .string, value: .variant,
-                        [DBusDictEntry(key: .string("/a/x"), value: .variant(.variant(.string("one")))),
-                         DBusDictEntry(key: .string("/a/y/z"), value: .variant(.boolean(true)))]))
-            #expect(signal.body[2] == .array(.string, []))
-            #expect(reply.first.map { signal.body[3] == $0 } == true, "the signal's serial is the reply's")
-            #expect(signal.body[4] == .string(writer.uniqueName?.rawValue ?? ""))
-
-            _ = try await call("Reset", [.string("/a/x")])
-            let reset = try await signals.next()
-            #expect(reset.body[0] == .string("/a/x") && reset.body[2] == .array(.string, [.string("/a/x")]))
-
             signals.stop()
-            await writer.close()
             await listener.close()
-            #expect(await broker.stop() == 0)
-        }
-    }
-
-    @Test func valuesAndSchemasSurviveSIGTERMAndARestart() async throws {
-        try await withTestBus { bus in
-            var broker = try await TestBroker.start(on: bus)
-            #expect(try await Self.gdbus(bus, "Register", ["/test/keep/volume", "d", "<0.5>", "{'summary': <'Volume'>}"]).status == 0)
-            for index in 0..<20 {
-                #expect(try await Self.dbusSend(bus, "Set", ["string:/test/keep/k\(index)", "variant:int32:\(index)"]).status == 0)
-            }
-            #expect(try await Self.dbusSend(bus, "Set", ["string:/test/keep/volume", "variant:double:0.25"]).status == 0)
-
-            // When: SIGTERM (the broker exits 0), then a new broker on the same store.
-            let restarted = try await broker.restart()
-            #expect(restarted.exitStatus == 0)
-            broker = restarted.broker
-
-            // Then: every acknowledged write, and the schema, are there.
-            let tree = try await Self.gdbus(bus, "ReadTree", ["/test/keep/"])
-            for index in 0..<20 { #expect(tree.stdout.contains("'/test/keep/k\(index)': <\(index)>")) }
-            #expect(tree.stdout.contains("'/test/keep/volume': <0.25>"))
-            let wrong = try await Self.dbusSend(bus, "Set", ["string:/test/keep/volume", "variant:string:loud"])
-            #expect(wrong.stderr.contains("TypeMismatch"), "the schema did not survive: \(wrong.stderr)")
-            let describe = try await Self.gdbus(bus, "Describe", ["/test/keep/volume"])
-            #expect(describe.stdout.contains("'summary': <'Volume'>"), "\(describe.stdout)")
-            #expect(await broker.stop() == 0)
-        }
-    }
-
-    @Test func aSecondBrokerOnTheSameBusExitsSayingTheNameIsOwned() async throws {
-        try await withTestBus { bus in
-            let broker = try await TestBroker.start(on: bus)
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("second-\(UUID())")
-            defer { try? FileManager.default.removeItem(at: directory) }
-            let second = try await TestProcess.run(
-                try TestBroker.executablePath(),
-                ["--bus", bus.address, "--store", directory.appendingPathComponent("s.db").path],
-                timeLimit: .seconds(30))
-            #expect(second.status != 0)
-            #expect(second.stderr.contains("io.github.settingsbus.Settings1"), "\(second.stderr)")
-            #expect(second.stderr.lowercased().contains("own"), "\(second.stderr)")
             #expect(await broker.stop() == 0)
         }
     }
