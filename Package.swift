@@ -21,6 +21,7 @@ let package = Package(
         .library(name: "SettingsBusTesting", targets: ["SettingsBusTesting"]),
         .executable(name: "settings-broker", targets: ["settings-broker"]),
         .executable(name: "settings-bench", targets: ["settings-bench"]),
+        .executable(name: "settingsctl", targets: ["settingsctl"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
@@ -82,6 +83,16 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .executableTarget(
+            name: "settingsctl",
+            dependencies: [
+                "DBus",
+                "SettingsModel",
+                "SettingsBus",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "SettingsBusTesting",
             dependencies: ["DBus", "SettingsModel", "SettingsBus"],
@@ -131,6 +142,11 @@ let package = Package(
         .testTarget(
             name: "SettingsModelTests",
             dependencies: ["SettingsModel", "DBus"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SettingsCtlTests",
+            dependencies: ["SettingsBus", "SettingsModel", "DBus", "SettingsBusTesting"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: Apache-2.0
+
+public import DBus
+public import SettingsModel
+
+// MARK: - Calls for tools
+
+extension BusSettingsStore {
+    /// Calls a method of any object on the store's bus, through the store's connection: the bus daemon
+    /// (`org.freedesktop.DBus`, for `GetNameOwner` or `GetConnectionUnixProcessID`) or another interface of the
+    /// broker's object (`org.freedesktop.DBus.Properties`, `org.freedesktop.DBus.Introspectable`).
+    ///
+    /// Tools such as `settingsctl status` use it for what the typed API does not cover.
+    ///
+    /// ```swift
+    /// let owner = try await settings.callOnBus(
+    ///     destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+    ///     member: "GetNameOwner", arguments: [.string("io.github.settingsbus.Settings1")])
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - destination: the bus name to call.
+    ///   - path: the object path.
+    ///   - interface: the interface of the method.
+    ///   - member: the method.
+    ///   - arguments: the arguments.
+    /// - Returns: the reply's values.
+    /// - Throws: ``SettingsModel/SettingsError``: the broker's own errors keep their codes; the bus's errors
+    ///   become `BrokerUnavailable`, `TimedOut` or `Disconnected` as for every other call.
+    public func callOnBus(
+        destination: BusName, path: ObjectPath, interface: InterfaceName, member: MemberName,
+        arguments: [DBusValue] = []
+    ) async throws(SettingsError) -> [DBusValue] {
+        let connection = try await link.connection()
+        do {
+            return try await connection.call(
+                destination: destination, path: path, interface: interface, member: member, arguments: arguments,
+                timeout: link.timeout)
+        } catch {
+            throw BrokerLink.settingsError(error, bus: link.bus)
+        }
+    }
+}

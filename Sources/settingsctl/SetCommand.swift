@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import ArgumentParser
+import DBus
+import SettingsBus
+import SettingsModel
+
+/// `settingsctl set KEY VALUE`: sets a key from GVariant text.
+struct SetCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "set",
+        abstract: "Set a key from GVariant text.",
+        discussion: """
+            The broker parses VALUE against the key's registered type, so a registered key needs no \
+            annotations: set /org/example/volume 0.5, set /org/example/tab-width 8, \
+            set /org/example/recent "['a', 'b']". A key that is not registered takes the type the text has: \
+            5 is an int32, 5.0 a double, 'x' a string; write int64 5, uint32 5 or @as [] for other types. \
+            Strings need their quotes: set /org/example/theme "'dark'". A negative number may be written \
+            as it is: set /org/example/offset -5.
+            """,
+        aliases: ["write"])
+
+    @OptionGroup var bus: BusOptions
+
+    @Argument(help: "The key, such as /org/example/editor/theme.")
+    var key: String
+
+    // Collected this way so that a value such as -5 is not taken for an option.
+    @Argument(parsing: .allUnrecognized, help: ArgumentHelp("The value, in GVariant text.", valueName: "value"))
+    var value: [String] = []
+
+    func validate() throws {
+        guard value.count == 1 else {
+            throw ValidationError(
+                value.isEmpty
+                    ? "Missing expected argument '<value>'"
+                    : "set takes one value; quote a value that has spaces: \"['a', 'b']\"")
+        }
+    }
+
+    func run() async throws {
+        let key = try Arguments.key(key)
+        let text = value[0]
+        try await bus.withStore { store in
+            _ = try await store.setFromString(key, text)
+        }
+    }
+}

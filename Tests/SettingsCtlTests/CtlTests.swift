@@ -1,0 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import Testing
+
+@Suite struct CtlTests {
+    @Test func placeholder() {}
+}
