@@ -246,10 +246,18 @@ public actor SettingsStore {
 
     private func commitToMemory(_ changeset: ResolvedChangeset) -> CommittedChange? {
         serial = changeset.serial
-        for (key, schema) in changeset.registrations { schemas[key] = schema }
-        guard !changeset.writes.isEmpty else { return nil }
+        var changedKeys = changeset.writes.map(\.key)
+        for (key, schema) in changeset.registrations {
+            // A schema of another type than the stored value's makes Get return the default instead: watchers
+            // hear of that as of a write. A default appearing for a key without a value is not announced: a
+            // client already shows its own default for an absent key, and would repeat it.
+            let before = effectiveValue(key)
+            schemas[key] = schema
+            if before != nil, effectiveValue(key) != before, !changedKeys.contains(key) { changedKeys.append(key) }
+        }
+        guard !changedKeys.isEmpty else { return nil }
         var change = CommittedChange(
-            path: SettingLocation.enclosing(changeset.writes.map(\.key)) ?? .directory(.root), values: [:],
+            path: SettingLocation.enclosing(changedKeys) ?? .directory(.root), values: [:],
             removed: [], secretKeys: [], serial: changeset.serial, origin: changeset.origin)
         for (key, value) in changeset.writes {
             if let value {
@@ -259,6 +267,8 @@ public actor SettingsStore {
                 values[key] = nil
                 resetSerials[key] = changeset.serial
             }
+        }
+        for key in changedKeys {
             if schemas[key]?.isSecret == true {
                 change.secretKeys.append(key.rawValue)
             } else if let effective = effectiveValue(key) {

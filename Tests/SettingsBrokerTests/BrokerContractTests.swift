@@ -127,6 +127,44 @@ struct BrokerContractTests {
         }
     }
 
+    @Test func aRegistrationThatStopsAStoredValueBeingServedIsSignalled() async throws {
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus)
+            let connection = try await bus.connect()
+            let changes = Collector(
+                try await connection.signals(
+                    matching: MatchRule(
+                        sender: TestBroker.busName, interface: "io.github.settingsbus.Settings1", member: "Changed")))
+            // Given: a key holding a string, watched by a subscriber that has seen its value.
+            #expect(try await Peers.dbusSend(bus, "Set", ["string:/reg/size", "variant:string:big"]).status == 0)
+            #expect(try await changes.next().body[1] == .stringMap([("/reg/size", .string("big"))]))
+
+            // When: the key is registered as an int32.
+            let register = try await Peers.gdbus(bus, "Register", ["/reg/size", "i", "<5>", "{}"])
+            #expect(register.status == 0, "\(register.stderr)")
+
+            // Then: Get returns the default, and the subscriber hears of it as of any change of the value.
+            #expect(try await connection.settings("Get", [.string("/reg/size")]) == [.variant(.int32(5))])
+            let signal = try await changes.next()
+            #expect(signal.body[0] == .string("/reg/size"))
+            #expect(signal.body[1] == .stringMap([("/reg/size", .int32(5))]))
+            #expect(signal.body[2] == .array(.string, []))
+            #expect(signal.body[3] == .uint64(try await connection.brokerSerial()))
+
+            // And: registrations that leave Get's answer as it was, or give a key without a value a default,
+            // send nothing: the first signal after them is a later write.
+            #expect(try await Peers.dbusSend(bus, "Set", ["string:/reg/kept", "variant:int32:3"]).status == 0)
+            #expect(try await changes.next().body.first == .string("/reg/kept"))
+            #expect(try await Peers.gdbus(bus, "Register", ["/reg/kept", "i", "<0>", "{}"]).status == 0)
+            #expect(try await Peers.gdbus(bus, "Register", ["/reg/theme", "s", "<'light'>", "{}"]).status == 0)
+            #expect(try await Peers.dbusSend(bus, "Set", ["string:/reg/marker", "variant:int32:1"]).status == 0)
+            #expect(try await changes.next().body.first == .string("/reg/marker"))
+            changes.stop()
+            await connection.close()
+            #expect(await broker.stop() == 0)
+        }
+    }
+
     @Test func changedCarriesItsArgumentsAndArg0pathFiltersInTheBus() async throws {
         try await withTestBus { bus in
             let broker = try await TestBroker.start(on: bus)
