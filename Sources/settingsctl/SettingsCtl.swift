@@ -24,14 +24,14 @@ struct SettingsCtl: AsyncParsableCommand {
 
             Exit status:
               0  success
-              1  any other failure (the broker could not store the change, a file could not be read)
-              2  usage error: unknown verb or option, missing argument, a directory given to reset without -r
-              3  unknown key: the key has neither a value nor a registered default
-              4  invalid input: a malformed key or directory, a value that does not parse, a type mismatch, \
-            a value out of range or not among the choices, a value too large, a malformed dump or schema file
-              5  broker unavailable: no bus, no broker and none could be started, no answer in time
-              6  conflict: a key registered again with a different schema, or a compare-and-set that lost
-              7  not writable: the key is locked, or the bus policy refuses the call
+              1  another failure: the store could not be written, a file not read
+              2  usage error: bad verb, option or argument; reset of a directory without -r
+              3  unknown key: no value and no registered default
+              4  invalid: bad key or directory, unparsable value or file, type mismatch,
+                 out of range or not a choice, too large
+              5  broker unavailable: no bus, no broker and none could start, no answer
+              6  conflict: another schema for a registered key, a lost compare-and-set
+              7  not writable: a locked key, or a call the bus policy refuses
             """,
         subcommands: [
             GetCommand.self, SetCommand.self, ResetCommand.self, ListCommand.self, TreeCommand.self,

@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import DBus
+import Foundation
+import SettingsBusTesting
+import Testing
+
+/// Every verb of `settingsctl`, run as a process against the real broker on a private bus.
+@Suite(.timeLimit(.minutes(2)))
+struct VerbTests {
+    @Test func setParsesTextAgainstTheRegisteredTypeAndGetPrintsItAnnotated() async throws {
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus)
+            let schema = """
+                [/test/verbs/]
+                volume.type=d
+                volume.default=0.25
+                tab-width.type=u
+                tab-width.default=4
+                """
+            #expect(try await Ctl.output(bus, ["register", "-"], input: schema) == "")
+            // A registered double and uint32 need no annotations; an unregistered key takes the text's type.
+            #expect(try await Ctl.output(bus, ["set", "/test/verbs/volume", "0.5"]) == "")
+            #expect(try await Ctl.output(bus, ["set", "/test/verbs/tab-width", "8"]) == "")
+            #expect(try await Ctl.output(bus, ["set", "/test/verbs/offset", "-5"]) == "")
+            #expect(try await Ctl.output(bus, ["write", "/test/verbs/recent", "['a.txt', 'b.txt']"]) == "")
+            #expect(try await Ctl.output(bus, ["set", "/test/verbs/big", "int64 5"]) == "")
+            #expect(try await Ctl.output(bus, ["get", "/test/verbs/volume"]) == "0.5\n")
+            #expect(try await Ctl.output(bus, ["get", "/test/verbs/tab-width"]) == "uint32 8\n")
+            #expect(try await Ctl.output(bus, ["read", "/test/verbs/offset"]) == "-5\n")
+            #expect(try await Ctl.output(bus, ["get", "/test/verbs/recent"]) == "['a.txt', 'b.txt']\n")
+            #expect(try await Ctl.output(bus, ["get", "/test/verbs/big"]) == "int64 5\n")
+            #expect(
+                try await Ctl.output(bus, ["get", "--json", "/test/verbs/tab-width"])
+                    == #"{"key":"/test/verbs/tab-width","type":"u","value":8,"text":"uint32 8"}"# + "\n")
+            // The global option is accepted before the verb as well.
+            #expect(try await Ctl.output(bus, ["--bus", bus.address, "get", "/test/verbs/big"]) == "int64 5\n")
+            #expect(await broker.stop() == 0)
+        }
+    }
+
+    @Test func resetRemovesAValueAndNeedsDashRForADirectory() async throws {
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus)
+            _ = try await Ctl.output(bus, ["set", "/test/reset/a", "1"])
+            _ = try await Ctl.output(bus, ["set", "/test/reset/sub/b", "2"])
+            try await Ctl.failure(bus, ["reset", "/test/reset/"], status: 2, message: "reset -r /test/reset/")
+            #expect(try await Ctl.output(bus, ["get", "/test/reset/a"]) == "1\n")
+            #expect(try await Ctl.output(bus, ["reset", "/test/reset/a"]) == "")
+            try await Ctl.failure(bus, ["get", "/test/reset/a"], status: 3, message: "/test/reset/a")
+            #expect(try await Ctl.output(bus, ["reset", "-r", "/test/reset/"]) == "")
+            #expect(try await Ctl.output(bus, ["tree", "/test/reset/"]) == "")
+            _ = try await Ctl.output(bus, ["set", "/test/reset/c", "3"])
+            #expect(try await Ctl.output(bus, ["reset", "-f", "/test/reset/"]) == "")
+            #expect(try await Ctl.output(bus, ["list", "/test/reset/"]) == "")
+            #expect(await broker.stop() == 0)
+        }
+    }
+
+    @Test func listAndTreeShowADirectory() async throws {
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus)
+            _ = try await Ctl.output(bus, ["set", "/test/list/theme", "'dark'"])
+            _ = try await Ctl.output(bus, ["set", "/test/list/editor/size", "uint32 12"])
+            _ = try await Ctl.output(bus, ["set", "/test/list/editor/font", "'Mono'"])
+            #expect(try await Ctl.output(bus, ["list", "/test/list/"]) == "editor/\ntheme\n")
+            #expect(try await Ctl.output(bus, ["list", "--json", "/test/list/"]) == #"["editor/","theme"]"# + "\n")
+            #expect(
+                try await Ctl.output(bus, ["tree", "/test/list/"])
+                    == "/test/list/editor/font 'Mono'\n/test/list/editor/size uint32 12\n/test/list/theme 'dark'\n")
+            let json = try await Ctl.output(bus, ["tree", "--json", "/test/list/editor/"])
+            #expect(
+                json.hasSuffix(
+                    #""values":{"/test/list/editor/font":{"type":"s","value":"Mono","text":"'Mono'"},"#
+                        + #""/test/list/editor/size":{"type":"u","value":12,"text":"uint32 12"}}}"# + "\n"),
+                "\(json)")
+            try await Ctl.failure(bus, ["list", "/test/list"], status: 4, message: "a directory ends with '/'")
+            #expect(await broker.stop() == 0)
+        }
+    }
+
+    @Test func describeAndRegisterShowASchema() async throws {
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus)
+            let schemaFile = Ctl.repository.appendingPathComponent("examples/schemas/editor.schema").path
+            #expect(try await Ctl.output(bus, ["register", schemaFile]) == "")
+            // Registering the same schemas again changes nothing.
+            #expect(try await Ctl.output(bus, ["register", schemaFile]) == "")
+            _ = try await Ctl.output(bus, ["set", "/org/example/editor/tab-width", "8"])
+            let text = try await Ctl.output(bus, ["describe", "/org/example/editor/tab-width"])
+            let fields = Self.fields(text)
+            #expect(text.hasPrefix("key:"), "\(text)")
+            #expect(fields["key"] == "/org/example/editor/tab-width")
+            #expect(fields["signature"] == "u")
+            #expect(fields["value"] == "uint32 8")
+            #expect(fields["default"] == "uint32 4")
+            #expect(fields["summary"] == "Spaces per tab")
+            #expect(fields["range"] == "(uint32 1, uint32 16)")
+            #expect(fields["writable"] == "true")
+            #expect(fields["registered"] == "true")
+            let json = try await Ctl.output(bus, ["describe", "--json", "/org/example/editor/theme"])
+            #expect(json.contains(#""default":{"type":"s","value":"dark","text":"'dark'"}"#), "\(json)")
+            #expect(json.contains(#""choices":{"type":"as","value":["light","dark","high-contrast"],"#), "\(json)")
+
+            // The broker enforces what was registered: exit status 4 for the type, the range and the choices.
+            try await Ctl.failure(
+                bus, ["set", "/org/example/editor/tab-width", "'wide'"], status: 4, message: "type 'u'")
+            try await Ctl.failure(bus, ["set", "/org/example/editor/tab-width", "99"], status: 4, message: "range")
+            try await Ctl.failure(
+                bus, ["set", "/org/example/editor/theme", "'purple'"], status: 4, message: "not one of the choices")
+            // A different registration of a registered key is a conflict: status 6.
+            try await Ctl.failure(
+                bus, ["register", "-"], status: 6, message: "/org/example/editor/tab-width",
+                input: "[/org/example/editor/]\ntab-width.type=i\ntab-width.default=4\n")
+            #expect(await broker.stop() == 0)
+        }
+    }
+
+    /// The `name: value` lines of `describe` or `status`.
+    static func fields(_ text: String) -> [String: String] {
+        var fields: [String: String] = [:]
+        for line in text.split(separator: "\n") {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            fields[String(line[..<colon])] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        return fields
+    }
+
+    @Test func malformedInputFailsWithStatus4AndSaysWhere() async throws {
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus)
+            try await Ctl.failure(bus, ["get", "org/example"], status: 4, message: "must start with '/'")
+            try await Ctl.failure(bus, ["set", "/test/bad/a//b", "1"], status: 4, message: "invalid key")
+            try await Ctl.failure(bus, ["set", "/test/bad/text", "'unterminated"], status: 4, message: "/test/bad/text")
+            try await Ctl.failure(
+                bus, ["register", "-"], status: 4, message: "line 2: unknown field 'colour'",
+                input: "[/test/bad/]\nsize.colour=red\n")
+            try await Ctl.failure(
+                bus, ["register", "-"], status: 4, message: "has no default", input: "[/test/bad/]\nsize.type=u\n")
+            try await Ctl.failure(
+                bus, ["load", "/test/bad/"], status: 4, message: "line 3: the value of /test/bad/b is not GVariant text",
+                input: "[/]\na=1\nb=[1,\n")
+            try await Ctl.failure(bus, ["load", "/test/bad/"], status: 4, message: "line 1", input: "a=1\n")
+            #expect(try await Ctl.output(bus, ["tree", "/"]) == "")
+            #expect(await broker.stop() == 0)
+        }
+    }
+
+    @Test func usageErrorsExitWith2() async throws {
+        try await withTestBus { bus in
+            try await Ctl.failure(bus, ["frobnicate"], status: 2, message: "Unexpected argument 'frobnicate'")
+            try await Ctl.failure(bus, ["get"], status: 2, message: "Missing expected argument '<key>'")
+            try await Ctl.failure(bus, ["set", "/a/b"], status: 2, message: "Missing expected argument '<value>'")
+            try await Ctl.failure(bus, ["set", "/a/b", "1", "2"], status: 2, message: "set takes one value")
+            try await Ctl.failure(bus, ["get", "--colour", "/a/b"], status: 2, message: "--colour")
+        }
+    }
+
+    @Test func helpAndCompletionScriptsExitWith0() async throws {
+        try await withTestBus { bus in
+            let help = try await Ctl.output(bus, ["--help"])
+            for line in ["3  unknown key", "4  invalid", "5  broker unavailable", "6  conflict", "7  not writable"] {
+                #expect(help.contains(line), "\(help)")
+            }
+            for verb in ["get", "set", "reset", "list", "tree", "dump", "load", "watch", "describe", "register", "status"] {
+                #expect(try await Ctl.output(bus, [verb, "--help"]).contains("USAGE: settingsctl \(verb)"))
+            }
+            for shell in ["bash", "zsh", "fish"] {
+                let script = try await Ctl.output(bus, ["--generate-completion-script", shell])
+                #expect(script.contains("settingsctl"), "\(shell)")
+            }
+        }
+    }
+
+    @Test func aBusWithoutABrokerExitsWith5AndSaysHowToInstallOne() async throws {
+        try await withTestBus { bus in
+            // No broker runs and no activation file names one.
+            for arguments in [["get", "/test/none/a"], ["set", "/test/none/a", "1"], ["watch", "/test/none/"], ["status"]] {
+                try await Ctl.failure(bus, arguments, status: 5, message: "scripts/install")
+            }
+        }
+    }
+
+    @Test func aCallTheBusPolicyRefusesExitsWith7() async throws {
+        let policy = Ctl.repository.appendingPathComponent("dbus/io.github.settingsbus.Settings1.conf")
+        let extra = """
+            <policy context="default"><allow user="*"/></policy>
+            <include>\(policy.path)</include>
+            """
+        let bus = try await TestBus.start(extraConfig: extra)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: bus.directory.path)
+        let broker = try await TestBroker.start(on: bus)
+        _ = try await Ctl.output(bus, ["set", "/test/policy/motd", "'hello'"])
+        let asNobody = try await TestProcess.run(
+            "/usr/bin/setpriv",
+            ["--reuid=65534", "--regid=65534", "--clear-groups", try Ctl.path(), "set", "/test/policy/motd", "'x'"],
+            environment: bus.environment)
+        #expect(asNobody.status == 7, "\(asNobody.stderr)")
+        #expect(asNobody.stderr.contains("Error: "), "\(asNobody.stderr)")
+        #expect(try await Ctl.output(bus, ["get", "/test/policy/motd"]) == "'hello'\n")
+        #expect(await broker.stop() == 0)
+        await bus.stop()
+    }
+
+    @Test func statusReportsTheBrokerAndItsStore() async throws {
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus)
+            _ = try await Ctl.output(bus, ["set", "/test/status/a", "1"])
+            _ = try await Ctl.output(bus, ["set", "/test/status/b", "2"])
+            let text = try await Ctl.output(bus, ["status"])
+            let fields = Self.fields(text)
+            #expect(fields["name"] == "io.github.settingsbus.Settings1", "\(text)")
+            #expect(fields["owner"] == broker.uniqueName.rawValue, "\(text)")
+            #expect(fields["pid"] == "\(broker.pid)", "\(text)")
+            #expect(fields["version"] == "1", "\(text)")
+            #expect(fields["serial"] == "2", "\(text)")
+            #expect(fields["keys"] == "2", "\(text)")
+            let json = try await Ctl.output(bus, ["status", "--json"])
+            #expect(json.contains(#""pid":\#(broker.pid)"#), "\(json)")
+            #expect(json.contains(#""keys":2"#), "\(json)")
+            #expect(await broker.stop() == 0)
+        }
+    }
+}
