@@ -1,0 +1,8 @@
+#!/bin/sh
+# Get(s key) → v: the key's user value, else its registered default, else the error UnknownKey.
+# busctl prints the variant as its signature and value: v s "dark"
+# Usage: get.sh KEY                      e.g. get.sh /org/example/editor/theme
+set -eu
+[ $# -eq 1 ] || { echo "usage: $0 KEY" >&2; exit 2; }
+exec busctl --user call io.github.settingsbus.Settings1 /io/github/settingsbus/Settings1 \
+    io.github.settingsbus.Settings1 Get s "$1"

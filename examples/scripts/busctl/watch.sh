@@ -1,0 +1,9 @@
+#!/bin/sh
+# Prints every Changed(path, values, removed, serial, origin) signal for a key or a directory, until
+# interrupted, one JSON object a line (busctl --json=short). arg0path matches a change of the key itself
+# or of any key under the directory; sender takes only the broker's signals. busctl says
+# "Monitoring bus message stream." on standard error once it listens.
+# Usage: watch.sh [KEY|DIR]              e.g. watch.sh /org/example/   (default: /, everything)
+set -eu
+exec busctl --user --json=short monitor --match "type='signal',sender='io.github.settingsbus.Settings1',\
+interface='io.github.settingsbus.Settings1',member='Changed',arg0path='${1:-/}'"

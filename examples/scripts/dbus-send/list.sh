@@ -1,0 +1,7 @@
+#!/bin/sh
+# List(s dir) → as: the keys and subdirectories (ending in '/') directly under a directory.
+# Usage: list.sh DIR                     e.g. list.sh /org/example/editor/
+set -eu
+[ $# -eq 1 ] || { echo "usage: $0 DIR" >&2; exit 2; }
+exec dbus-send --session --print-reply=literal --dest=io.github.settingsbus.Settings1 \
+    /io/github/settingsbus/Settings1 io.github.settingsbus.Settings1.List string:"$1"

@@ -1,0 +1,7 @@
+#!/bin/sh
+# Reset(s keyOrDir) → t serial: removes a key's user value, or every user value under a directory.
+# Usage: reset.sh KEY|DIR                e.g. reset.sh /org/example/editor/
+set -eu
+[ $# -eq 1 ] || { echo "usage: $0 KEY|DIR" >&2; exit 2; }
+exec gdbus call --session --dest io.github.settingsbus.Settings1 --object-path /io/github/settingsbus/Settings1 \
+    --method io.github.settingsbus.Settings1.Reset "$1"
