@@ -12,7 +12,12 @@ import Synchronization
 /// Start-up order: refuse to start if the bus name already has an owner, open the store, export the object,
 /// then request the name (so the first activated call finds the object). Shutdown (SIGTERM through the
 /// service group, idle exit, or the bus going away): stop accepting writes, finish the commits in flight,
-/// release the name, close the connection. ``run()`` returns normally in each case.
+/// bring the backup up to date, release the name, close the connection. ``run()`` returns normally in each
+/// case.
+///
+/// A store that cannot be opened never stops the broker (which would make D-Bus activation or systemd start
+/// it again and again): a damaged store is moved aside and restored from its backup or started empty, and an
+/// unusable one is served read-only; the broker logs it as an error and `Status` reports it.
 public final class BrokerService: Service, Sendable {
     /// How the broker runs.
     public struct Configuration: Sendable {
@@ -24,13 +29,22 @@ public final class BrokerService: Service, Sendable {
         public var durability: Durability
         /// Exit after this long without a method call; nil to serve until stopped.
         public var idleExit: Duration?
+        /// The least time between two backups of the store while commits go on (see `StoreBackup`).
+        public var backupInterval: Duration
+
+        /// The default ``backupInterval``: 15 minutes.
+        public static let defaultBackupInterval: Duration = .seconds(900)
 
         /// Makes a configuration.
-        public init(bus: DBusConnection.Bus, storePath: String, durability: Durability = .full, idleExit: Duration? = nil) {
+        public init(
+            bus: DBusConnection.Bus, storePath: String, durability: Durability = .full, idleExit: Duration? = nil,
+            backupInterval: Duration = Configuration.defaultBackupInterval
+        ) {
             self.bus = bus
             self.storePath = storePath
             self.durability = durability
             self.idleExit = idleExit
+            self.backupInterval = backupInterval
         }
     }
 
@@ -81,6 +95,7 @@ public final class BrokerService: Service, Sendable {
         } catch {
             throw StartError(description: error.message)
         }
+        log(store.condition)
         for row in store.unreadable {
             logger.error(
                 "a stored entry could not be read and is kept untouched",
@@ -90,6 +105,19 @@ public final class BrokerService: Service, Sendable {
             for change in changes {
                 do { try connection.send(SettingsInterface.changedSignal(change)) } catch {
                     logger.error("cannot emit Changed", metadata: ["serial": "\(change.serial)", "error": "\(error)"])
+                }
+            }
+        }
+        if store.condition.isWritable {
+            store.persistence.backup.start(interval: configuration.backupInterval, serial: await store.serial) {
+                [logger] event in
+                switch event {
+                case .written(let serial, let duration):
+                    logger.debug("backup written", metadata: ["backup": "\(store.persistence.backup.path)", "serial": "\(serial)", "duration": "\(duration)"])
+                case .failed(let reason):
+                    logger.error(
+                        "cannot write the backup; the previous one is kept",
+                        metadata: ["backup": "\(store.persistence.backup.path)", "reason": "\(reason)"])
                 }
             }
         }
@@ -108,12 +136,14 @@ public final class BrokerService: Service, Sendable {
             metadata: [
                 "name": "\(name)", "store": "\(store.path)", "serial": "\(serial)", "keys": "\(keys)",
                 "schemas": "\(schemas)",
-                "durability": "\(configuration.durability.rawValue)",
+                "durability": "\(configuration.durability.rawValue)", "health": "\(store.condition.health.rawValue)",
             ])
 
         let ending = await waitForEnding(connection)
         logger.info("stopping", metadata: ["reason": "\(ending)"])
         await store.close()
+        await store.persistence.backup.finish()
+        store.persistence.close()
         if ending != .disconnected {
             _ = try? await connection.call(
                 destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
@@ -122,6 +152,43 @@ public final class BrokerService: Service, Sendable {
         await connection.close()
         let finalSerial = await store.serial
         logger.info("stopped", metadata: ["serial": "\(finalSerial)"])
+    }
+
+    /// Logs how the store was opened: an error naming the files when it was recovered or is read-only.
+    private func log(_ condition: StoreCondition) {
+        var metadata: Logger.Metadata = ["store": "\(condition.storePath)", "health": "\(condition.health.rawValue)"]
+        if let problem = condition.problem { metadata["problem"] = "\(problem)" }
+        if let file = condition.damagedFile { metadata["damaged-file"] = "\(file)" }
+        if let file = condition.damagedBackup { metadata["damaged-backup"] = "\(file)" }
+        switch condition.health {
+        case .ok:
+            return
+        case .recoveredFromBackup:
+            let message =
+                if let file = condition.damagedFile {
+                    "the settings store \(condition.storePath) was damaged: it was moved to \(file) and the store "
+                        + "was restored from \(StoreOpener.backupPath(of: condition.storePath))"
+                } else {
+                    "the settings store \(condition.storePath) was missing: it was restored from "
+                        + "\(StoreOpener.backupPath(of: condition.storePath))"
+                }
+            logger.error("\(message)", metadata: metadata)
+        case .recoveredEmpty:
+            let message =
+                if let file = condition.damagedFile {
+                    "the settings store \(condition.storePath) was damaged: it was moved to \(file) and, with no "
+                        + "usable backup, the store starts empty"
+                } else {
+                    "the backup of the settings store \(condition.storePath) was damaged: it was moved aside and "
+                        + "the store starts empty"
+                }
+            logger.error("\(message)", metadata: metadata)
+        case .readOnly:
+            let message =
+                "the settings store \(condition.storePath) cannot be written: serving read-only, writes fail with "
+                + "StoreFailure until the cause is fixed and the broker restarted"
+            logger.error("\(message)", metadata: metadata)
+        }
     }
 
     private func owner(of name: BusName, on connection: DBusConnection) async throws -> String? {

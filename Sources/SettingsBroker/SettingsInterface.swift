@@ -110,6 +110,9 @@ public enum SettingsInterface {
             method("Describe", [.init("key", .string)], [.init("description", stringMap)]) { call throws(SettingsError) in
                 [SchemaCoding.describe(try await store.describe(try key(call.arguments[0])))]
             },
+            method("Status", [], [.init("status", stringMap)]) { _ throws(SettingsError) in
+                [valueMap(await store.status())]
+            },
         ]
         return DBusInterface(
             name: SettingsBusNames.interface,

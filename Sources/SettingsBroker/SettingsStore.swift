@@ -22,7 +22,8 @@ public actor SettingsStore {
         var serial: UInt64
     }
 
-    private let persistence: StorePersistence
+    /// The store file (its condition and backup are reported by `status()`).
+    let persistence: StorePersistence
     private var values: [SettingPath: UserValue] = [:]
     private var schemas: [SettingPath: SettingSchema] = [:]
     /// Serials of resets, so compare-and-set sees a removal as a change.

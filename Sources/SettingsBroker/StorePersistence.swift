@@ -7,10 +7,11 @@ import SettingsModel
 
 /// How hard a commit works to survive a crash.
 public enum Durability: String, Sendable, CaseIterable {
-    /// Every commit is fsynced before it is acknowledged: it survives a broker crash and a machine crash.
+    /// Every commit is fsynced before it is acknowledged (`PRAGMA synchronous = FULL`: the write-ahead log is
+    /// synced at each commit): it survives a broker crash and a machine crash.
     case full
-    /// Commits are written but not fsynced one by one: they survive a broker crash; a machine crash or power
-    /// loss may lose the last moments of writes (never the store's consistency).
+    /// Commits are written but not fsynced one by one (`PRAGMA synchronous = NORMAL`): they survive a broker
+    /// crash; a machine crash or power loss may lose the last moments of writes (never the store's consistency).
     case relaxed
 }
 
@@ -19,54 +20,88 @@ public enum Durability: String, Sendable, CaseIterable {
 /// Tables: `settings(path, type, value, serial)` with each value in GVariant text; `schemas(path, …)`;
 /// `meta(name, value)` holding the commit `serial` and the `format` version. GRDB runs every statement on its
 /// own serial queue, so awaiting a write never blocks a Swift task.
+///
+/// Opening never fails: ``StoreOpener`` checks the file, moves a damaged one aside and restores the backup,
+/// or falls back to serving read-only; ``condition`` says which happened. ``backup`` keeps `<store>.backup`.
 final class StorePersistence: Sendable {
     let path: String
-    private let database: DatabaseQueue
+    let durability: Durability
+    /// How the file was opened.
+    let condition: StoreCondition
+    /// The store's backup.
+    let backup: StoreBackup
+    /// The open store; nil when the store is read-only.
+    private let database: DatabaseQueue?
+    /// What opening read, handed over once by ``load()``.
+    private let initialContents: Locked<Contents?>
 
     /// The layout version written in `meta`.
     static let formatVersion = 1
 
-    /// Opens (creating if needed) the store at `path`.
+    /// Opens the store at `path`, creating it if needed and recovering it if it is damaged.
     ///
-    /// - Throws: ``SettingsError`` `StoreFailure` naming the file and SQLite's reason.
+    /// - Throws: never at present: every failure to open ends in a read-only store whose ``condition`` says
+    ///   why. The signature keeps the room to refuse.
     init(path: String, durability: Durability) throws(SettingsError) {
+        let opened = StoreOpener(path: path, durability: durability).open()
         self.path = path
+        self.durability = durability
+        self.condition = opened.condition
+        self.database = opened.database
+        self.initialContents = Locked(opened.contents)
+        self.backup = StoreBackup(storePath: path)
+    }
+
+    /// The configuration of the store's own connection.
+    ///
+    /// The journal mode is set here rather than with GRDB's `journalMode = .wal`, which sets
+    /// `synchronous = NORMAL` after this setup runs, and so would make every commit of ``Durability/full``
+    /// skip its fsync.
+    static func configuration(durability: Durability) -> Configuration {
         var configuration = Configuration()
-        configuration.journalMode = .wal
         configuration.label = "settings-store"
         configuration.busyMode = .timeout(5)
         configuration.prepareDatabase { db in
+            let mode = try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL")
+            guard mode == "wal" else {
+                throw DatabaseError(resultCode: .SQLITE_ERROR, message: "cannot use WAL mode (the file is in \(mode ?? "no") mode)")
+            }
             try db.execute(sql: "PRAGMA synchronous = \(durability == .full ? "FULL" : "NORMAL")")
         }
-        do {
-            try FileManager.default.createDirectory(
-                atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-            database = try DatabaseQueue(path: path, configuration: configuration)
-            try database.write { db in
-                try db.execute(
-                    sql: """
-                        CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY NOT NULL, value) WITHOUT ROWID;
-                        CREATE TABLE IF NOT EXISTS settings (
-                            path TEXT PRIMARY KEY NOT NULL, type TEXT NOT NULL, value TEXT NOT NULL,
-                            serial INTEGER NOT NULL) WITHOUT ROWID;
-                        CREATE TABLE IF NOT EXISTS schemas (
-                            path TEXT PRIMARY KEY NOT NULL, type TEXT NOT NULL, default_value TEXT NOT NULL,
-                            summary TEXT, description TEXT, range_min TEXT, range_max TEXT, choices TEXT,
-                            secret INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
-                        INSERT OR IGNORE INTO meta (name, value) VALUES ('format', \(StorePersistence.formatVersion));
-                        INSERT OR IGNORE INTO meta (name, value) VALUES ('serial', 0);
-                        """)
-                let format = try Int.fetchOne(db, sql: "SELECT value FROM meta WHERE name = 'format'") ?? 0
-                guard format <= StorePersistence.formatVersion else {
-                    throw SettingsError.storeFailure(
-                        "\(path) has store format \(format); this broker reads format \(StorePersistence.formatVersion) "
-                            + "and older: use a newer settings-broker")
-                }
-            }
-        } catch let error as SettingsError {
-            throw error
-        } catch {
-            throw .storeFailure("cannot open the settings store \(path): \(error)")
+        return configuration
+    }
+
+    /// The configuration of a read-only connection (a backup, a copy).
+    static func readOnlyConfiguration(label: String) -> Configuration {
+        var configuration = Configuration()
+        configuration.readonly = true
+        configuration.label = label
+        configuration.busyMode = .timeout(5)
+        return configuration
+    }
+
+    /// Creates the tables if they are missing and checks the format version.
+    ///
+    /// - Throws: ``SettingsError`` `StoreFailure` for a store written by a newer broker; SQLite's errors.
+    static func prepare(_ db: Database, path: String) throws {
+        try db.execute(
+            sql: """
+                CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY NOT NULL, value) WITHOUT ROWID;
+                CREATE TABLE IF NOT EXISTS settings (
+                    path TEXT PRIMARY KEY NOT NULL, type TEXT NOT NULL, value TEXT NOT NULL,
+                    serial INTEGER NOT NULL) WITHOUT ROWID;
+                CREATE TABLE IF NOT EXISTS schemas (
+                    path TEXT PRIMARY KEY NOT NULL, type TEXT NOT NULL, default_value TEXT NOT NULL,
+                    summary TEXT, description TEXT, range_min TEXT, range_max TEXT, choices TEXT,
+                    secret INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
+                INSERT OR IGNORE INTO meta (name, value) VALUES ('format', \(formatVersion));
+                INSERT OR IGNORE INTO meta (name, value) VALUES ('serial', 0);
+                """)
+        let format = try Int.fetchOne(db, sql: "SELECT value FROM meta WHERE name = 'format'") ?? 0
+        guard format <= formatVersion else {
+            throw SettingsError.storeFailure(
+                "\(path) has store format \(format); this broker reads format \(formatVersion) and older: use a "
+                    + "newer settings-broker")
         }
     }
 
@@ -79,41 +114,51 @@ final class StorePersistence: Sendable {
         var unreadable: [(path: String, reason: String)] = []
     }
 
-    /// Reads the whole store.
+    /// The store's contents, as read when it was opened.
     func load() async throws(SettingsError) -> Contents {
+        if let contents = initialContents.withLock({ contents in
+            defer { contents = nil }
+            return contents
+        }) {
+            return contents
+        }
+        guard let database else { return Contents() }
         do {
-            return try await database.read { db in
-                var contents = Contents()
-                contents.serial = try UInt64.fetchOne(db, sql: "SELECT value FROM meta WHERE name = 'serial'") ?? 0
-                // Sized once: growing a dictionary of 100,000 keys step by step rehashes it many times.
-                contents.values.reserveCapacity(try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM settings") ?? 0)
-                let rows = try Row.fetchCursor(db, sql: "SELECT path, type, value, serial FROM settings")
-                while let row = try rows.next() {
-                    let path: String = row[0]
-                    do {
-                        let type = try DBusType(parsing: row[1])
-                        let value = try GVariantText.parse(row[2], as: type)
-                        contents.values[path] = (value, row[3])
-                    } catch {
-                        contents.unreadable.append((path, "\(error)"))
-                    }
-                }
-                let schemaRows = try Row.fetchCursor(
-                    db,
-                    sql: "SELECT path, type, default_value, summary, description, range_min, range_max, choices, secret FROM schemas")
-                while let row = try schemaRows.next() {
-                    let path: String = row[0]
-                    do {
-                        contents.schemas[path] = try StorePersistence.schema(from: row)
-                    } catch {
-                        contents.unreadable.append((path, "schema: \(error)"))
-                    }
-                }
-                return contents
-            }
+            return try await database.read { db in try StorePersistence.read(db) }
         } catch {
             throw .storeFailure("cannot read the settings store \(path): \(error)")
         }
+    }
+
+    /// Reads a whole store.
+    static func read(_ db: Database) throws -> Contents {
+        var contents = Contents()
+        contents.serial = try UInt64.fetchOne(db, sql: "SELECT value FROM meta WHERE name = 'serial'") ?? 0
+        // Sized once: growing a dictionary of 100,000 keys step by step rehashes it many times.
+        contents.values.reserveCapacity(try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM settings") ?? 0)
+        let rows = try Row.fetchCursor(db, sql: "SELECT path, type, value, serial FROM settings")
+        while let row = try rows.next() {
+            let path: String = row[0]
+            do {
+                let type = try DBusType(parsing: row[1])
+                let value = try GVariantText.parse(row[2], as: type)
+                contents.values[path] = (value, row[3])
+            } catch {
+                contents.unreadable.append((path, "\(error)"))
+            }
+        }
+        let schemaRows = try Row.fetchCursor(
+            db,
+            sql: "SELECT path, type, default_value, summary, description, range_min, range_max, choices, secret FROM schemas")
+        while let row = try schemaRows.next() {
+            let path: String = row[0]
+            do {
+                contents.schemas[path] = try StorePersistence.schema(from: row)
+            } catch {
+                contents.unreadable.append((path, "schema: \(error)"))
+            }
+        }
+        return contents
     }
 
     private static func schema(from row: Row) throws -> SettingSchema {
@@ -133,8 +178,16 @@ final class StorePersistence: Sendable {
     }
 
     /// Writes a group of changesets in one transaction (one fsync in full durability).
+    ///
+    /// - Throws: ``SettingsError`` `StoreFailure` when the store is read-only or the transaction fails (a
+    ///   full disk, an I/O error); nothing of the batch is then stored.
     func commit(_ batch: [ResolvedChangeset]) async throws(SettingsError) {
         guard let last = batch.last else { return }
+        guard let database else {
+            throw .storeFailure(
+                "the settings store \(path) is read-only: \(condition.problem ?? "it cannot be written"). Fix "
+                    + "that, then restart settings-broker")
+        }
         do {
             try await database.write { db in
                 let upsert = try db.cachedStatement(
@@ -163,8 +216,22 @@ final class StorePersistence: Sendable {
                     sql: "UPDATE meta SET value = ? WHERE name = 'serial'", arguments: [Int64(bitPattern: last.serial)])
             }
         } catch {
-            throw .storeFailure("cannot write to the settings store \(path): \(error)")
+            throw .storeFailure("cannot write to the settings store \(path): \(StoreOpener.describe(error))")
         }
+        backup.noteCommit(serial: last.serial)
+    }
+
+    /// The connection's `PRAGMA synchronous`: 2 (FULL) for ``Durability/full``, 1 (NORMAL) for
+    /// ``Durability/relaxed``; nil when the store is read-only.
+    func synchronousLevel() async -> Int? {
+        guard let database else { return nil }
+        return try? await database.read { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") }
+    }
+
+    /// Closes the store's connection, which folds the write-ahead log into the store file. Commits after
+    /// this fail with `StoreFailure`.
+    func close() {
+        try? database?.close()
     }
 
     private static func insert(_ schema: SettingSchema, at path: String, _ db: Database) throws {

@@ -17,7 +17,9 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
         discussion: """
             Started per user session by D-Bus activation or systemd --user. It stores settings in SQLite \
             (WAL) under $XDG_CONFIG_HOME/settingsbus/ and announces every change with a Changed signal. \
-            SIGTERM finishes the commits in flight, releases the bus name and exits 0.
+            SIGTERM finishes the commits in flight, releases the bus name and exits 0. A damaged store is \
+            moved aside and restored from its backup; a store that cannot be written is served read-only; \
+            the Status method reports either.
             """)
 
     @Option(help: "The bus to serve on: session, system, or a D-Bus address such as unix:path=/run/user/1000/bus.")
@@ -32,6 +34,13 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
     @Option(help: "full: every acknowledged write survives a machine crash; relaxed: it survives a broker crash.")
     var durability: String = Durability.full.rawValue
 
+    @Option(
+        help: """
+            The least number of seconds between two backups of the store (<store>.backup) while writes go on; \
+            a backup is also written at start-up and at shutdown when the store changed.
+            """)
+    var backupInterval: Double = 900
+
     @Option(help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String = "info"
 
@@ -44,6 +53,9 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
         }
         if let idleExit, !(idleExit > 0 && idleExit.isFinite) {
             throw ValidationError("--idle-exit takes a positive number of seconds")
+        }
+        guard backupInterval >= 0 && backupInterval.isFinite else {
+            throw ValidationError("--backup-interval takes a number of seconds, 0 or more")
         }
     }
 
@@ -61,7 +73,8 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
             configuration: .init(
                 bus: busChoice, storePath: store ?? Self.defaultStorePath(),
                 durability: Durability(rawValue: durability) ?? .full,
-                idleExit: idleExit.map { .milliseconds(Int64($0 * 1000)) }),
+                idleExit: idleExit.map { .milliseconds(Int64($0 * 1000)) },
+                backupInterval: .milliseconds(Int64(backupInterval * 1000))),
             logger: logger)
         let group = ServiceGroup(
             configuration: .init(

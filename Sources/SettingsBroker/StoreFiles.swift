@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import Foundation
+import Glibc
+
+/// The file operations the store needs to replace and keep files safely: what is at a path, moving a file
+/// (with its SQLite companions `-wal` and `-shm`) aside under a dated name, and making a rename durable.
+enum StoreFiles {
+    /// What a path names.
+    enum Kind: Equatable {
+        /// Nothing: the path does not exist.
+        case missing
+        /// A regular file (a symbolic link is followed) of this many bytes.
+        case file(size: Int64)
+        /// Something that is not a regular file: a directory, a FIFO, a socket, a device.
+        case other(String)
+        /// The path cannot be examined (`stat` failed with something other than ENOENT).
+        case inaccessible(String)
+    }
+
+    /// What `path` names. The corresponding C function is `stat`.
+    static func kind(of path: String) -> Kind {
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            let code = errno
+            if code == ENOENT { return .missing }
+            if code == ENOTDIR { return .other("path whose parent is not a directory") }
+            return .inaccessible(String(cString: strerror(code)))
+        }
+        switch info.st_mode & S_IFMT {
+        case S_IFREG: return .file(size: Int64(info.st_size))
+        case S_IFDIR: return .other("directory")
+        case S_IFIFO: return .other("FIFO")
+        case S_IFSOCK: return .other("socket")
+        case S_IFCHR, S_IFBLK: return .other("device")
+        default: return .other("special file")
+        }
+    }
+
+    /// Whether something (a file, a directory, a dangling link) exists at `path`. The C function is `lstat`.
+    static func exists(_ path: String) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0
+    }
+
+    /// The UTC time stamp used in the names of files moved aside, such as `20261122T101500Z`.
+    static func timestamp(_ date: Date = Date()) -> String {
+        var time = time_t(date.timeIntervalSince1970)
+        var parts = tm()
+        gmtime_r(&time, &parts)
+        return String(
+            format: "%04d%02d%02dT%02d%02d%02dZ", Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1,
+            Int(parts.tm_mday), Int(parts.tm_hour), Int(parts.tm_min), Int(parts.tm_sec))
+    }
+
+    /// Moves `path` and its `-wal` and `-shm` companions aside, to `<path>.<label>-<UTC time>` (with `-2`,
+    /// `-3`… added if that name is taken) and the same name plus `-wal` and `-shm`, so the three still open
+    /// together with `sqlite3`.
+    ///
+    /// - Returns: the new name of `path`.
+    /// - Throws: ``Failure`` when `path` cannot be renamed (its companions are moved only after it).
+    static func moveAside(_ path: String, label: String) throws(Failure) -> String {
+        let base = "\(path).\(label)-\(timestamp())"
+        var target = base
+        var attempt = 1
+        while exists(target) || exists(target + "-wal") {
+            attempt += 1
+            target = "\(base)-\(attempt)"
+        }
+        try rename(path, to: target)
+        for suffix in ["-wal", "-shm"] where exists(path + suffix) {
+            try rename(path + suffix, to: target + suffix)
+        }
+        syncDirectory(of: path)
+        return target
+    }
+
+    /// Renames a file. The corresponding C function is `rename`.
+    static func rename(_ source: String, to target: String) throws(Failure) {
+        guard Glibc.rename(source, target) == 0 else {
+            throw Failure("cannot rename \(source) to \(target): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// Removes a file if it exists; a failure is ignored (the next write of that name fails instead).
+    static func removeIfPresent(_ path: String) {
+        unlink(path)
+    }
+
+    /// Flushes a file's data to the disk. The corresponding C function is `fsync`.
+    static func sync(_ path: String) throws(Failure) {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw Failure("cannot open \(path) to sync it: \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        guard fsync(fd) == 0 else { throw Failure("cannot sync \(path): \(String(cString: strerror(errno)))") }
+    }
+
+    /// Flushes the directory that holds `path`, so that a rename in it survives a machine crash.
+    static func syncDirectory(of path: String) {
+        let fd = open((path as NSString).deletingLastPathComponent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        fsync(fd)
+        close(fd)
+    }
+
+    /// Copies a file's bytes to a new file (replacing it), then syncs the copy.
+    static func copy(_ source: String, to target: String) throws(Failure) {
+        removeIfPresent(target)
+        do {
+            try FileManager.default.copyItem(atPath: source, toPath: target)
+        } catch {
+            throw Failure("cannot copy \(source) to \(target): \(error.localizedDescription)")
+        }
+        try sync(target)
+    }
+
+    /// The modification time of a file, if it exists.
+    static func modificationTime(_ path: String) -> Date? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return Date(timeIntervalSince1970: TimeInterval(info.st_mtim.tv_sec) + TimeInterval(info.st_mtim.tv_nsec) / 1e9)
+    }
+
+    /// Creates a private temporary directory. The corresponding C function is `mkdtemp`.
+    static func makeTemporaryDirectory() throws(Failure) -> String {
+        var template = Array((NSTemporaryDirectory() + "/settings-broker-XXXXXX").utf8CString)
+        guard let made = mkdtemp(&template) else {
+            throw Failure("cannot create a temporary directory: \(String(cString: strerror(errno)))")
+        }
+        return String(cString: made)
+    }
+
+    /// A file operation that failed, with a message that names the file and the reason.
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+        init(_ description: String) { self.description = description }
+    }
+}

@@ -1,0 +1,338 @@
+// SPDX-License-Identifier: Apache-2.0
+
+// Design note: opening the store never crash-loops and never replaces the user's data.
+//
+// The file at the store's path is opened, checked with `PRAGMA quick_check` and read in full. Then one of:
+//
+// - It opens: health `ok`.
+// - It is damaged (SQLite says "not a database" or "malformed", the integrity check fails, it is empty, or
+//   the path is a directory or another non-file): the file and its `-wal` and `-shm` are renamed to
+//   `<store>.damaged-<UTC time>` (never deleted), and the store is restored from `<store>.backup` if that
+//   backup passes the same check (`recovered-from-backup`), else created empty (`recovered-empty`; a damaged
+//   backup is moved aside the same way). The serial continues from the highest one that can still be read,
+//   so it does not go back for clients when the damaged file still says how far it had gone.
+// - It is missing: created empty, or restored from the backup when one exists (a store does not vanish on
+//   its own: to start from nothing, `Reset /`).
+// - It cannot be used for another reason (its directory cannot be created or written, the file cannot be
+//   read, another process holds it locked, a newer broker wrote it, the disk is full): health `read-only`.
+//   The values are read from a private copy of the store, else from the backup, else none, and every write
+//   fails with `StoreFailure` until the cause is fixed and the broker restarted. The file is left as it is.
+//
+// A new store is built under a temporary name and renamed into place, so a crash while creating it never
+// leaves an empty file that would later look truncated.
+
+import Foundation
+import GRDB
+import SettingsModel
+
+/// Opens the store file, recovering from damage as the design note above describes.
+struct StoreOpener {
+    let path: String
+    let durability: Durability
+
+    /// An opened store: the connection (nil when read-only), what it holds, and how it was found.
+    struct Opened {
+        var database: DatabaseQueue?
+        var contents: StorePersistence.Contents
+        var condition: StoreCondition
+    }
+
+    /// The result of trying to open a store file as it is.
+    enum Attempt {
+        case opened(DatabaseQueue, StorePersistence.Contents)
+        /// The file is not a usable store: move it aside.
+        case damaged(String)
+        /// The file may be fine but cannot be used now: leave it alone.
+        case unavailable(String)
+    }
+
+    /// The backup of the store at `path`.
+    static func backupPath(of path: String) -> String { path + ".backup" }
+
+    var backupPath: String { Self.backupPath(of: path) }
+
+    /// Opens the store; never fails (see the design note).
+    func open() -> Opened {
+        let directory = (path as NSString).deletingLastPathComponent
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        } catch {
+            let reason = Self.obstacle(to: directory) ?? Self.describe(error)
+            return readOnly("cannot create the store's directory \(directory): \(reason)", readStore: false)
+        }
+        switch StoreFiles.kind(of: path) {
+        case .missing:
+            return createOrRestore(damage: nil, serialFloor: 0)
+        case .other(let kind):
+            return recover(damage: "\(path) is a \(kind), not a settings store", readable: false)
+        case .inaccessible(let reason):
+            return readOnly("cannot examine \(path): \(reason)", readStore: false)
+        case .file(size: 0):
+            return recover(damage: "\(path) is empty (0 bytes): it was truncated", readable: false)
+        case .file:
+            switch attempt(path) {
+            case .opened(let database, let contents):
+                return Opened(
+                    database: database, contents: contents,
+                    condition: StoreCondition(storePath: path, health: .ok, source: .store))
+            case .damaged(let reason):
+                return recover(damage: reason, readable: true)
+            case .unavailable(let reason):
+                return readOnly(reason, readStore: true)
+            }
+        }
+    }
+
+    /// Opens a store file as it is: quick_check, tables, format, and a full read.
+    ///
+    /// The check runs on a read-only connection, which never writes to the file: closing the last writable
+    /// connection checkpoints the `-wal` into the main file, and a damaged file is kept exactly as it was.
+    func attempt(_ file: String) -> Attempt {
+        do {
+            let checker = try DatabaseQueue(
+                path: file, configuration: StorePersistence.readOnlyConfiguration(label: "settings-store-check"))
+            defer { try? checker.close() }
+            let check = try checker.read { db in try String.fetchAll(db, sql: "PRAGMA quick_check") }
+            guard check == ["ok"] else {
+                return .damaged("\(file) failed its integrity check: \(check.prefix(3).joined(separator: "; "))")
+            }
+        } catch {
+            return classify(error, file)
+        }
+        let database: DatabaseQueue
+        do {
+            database = try DatabaseQueue(path: file, configuration: StorePersistence.configuration(durability: durability))
+        } catch {
+            return classify(error, file)
+        }
+        do {
+            try database.write { db in try StorePersistence.prepare(db, path: file) }
+            let contents = try database.read { db in try StorePersistence.read(db) }
+            return .opened(database, contents)
+        } catch {
+            try? database.close()
+            return classify(error, file)
+        }
+    }
+
+    private func classify(_ error: any Error, _ file: String) -> Attempt {
+        if let error = error as? DatabaseError,
+            [.SQLITE_CORRUPT, .SQLITE_NOTADB, .SQLITE_FORMAT].contains(error.resultCode)
+        {
+            return .damaged("\(file) is damaged: \(Self.describe(error))")
+        }
+        if let error = error as? SettingsError { return .unavailable(error.message) }
+        return .unavailable("cannot open \(file): \(Self.describe(error))")
+    }
+
+    /// Moves a damaged store aside, then restores the backup or starts empty.
+    private func recover(damage: String, readable: Bool) -> Opened {
+        // Best effort: the damaged file may still say how far its serial had gone.
+        let floor = readable ? (Self.readCopy(of: path) { db in try Self.serial(db) } ?? 0) : 0
+        let aside: String
+        do {
+            aside = try StoreFiles.moveAside(path, label: "damaged")
+        } catch {
+            return readOnly("\(damage); it could not be moved aside (\(Self.describe(error))), so it is left as it is", readStore: false)
+        }
+        var opened = createOrRestore(damage: "\(damage); it was moved to \(aside)", serialFloor: floor)
+        opened.condition.damagedFile = aside
+        return opened
+    }
+
+    /// Restores the backup into place when there is a good one, else creates an empty store.
+    ///
+    /// - Parameters:
+    ///   - damage: why the store is being replaced; nil when it is simply missing.
+    ///   - serialFloor: the serial the new store starts from at least.
+    private func createOrRestore(damage: String?, serialFloor: UInt64) -> Opened {
+        let reason = damage ?? "\(path) was missing"
+        var damagedBackup: String?
+        var backupProblem = ""
+        if StoreFiles.exists(backupPath) {
+            switch Self.checkBackup(backupPath) {
+            case .success(let contents):
+                do {
+                    try restoreBackup(serialFloor: max(serialFloor, contents.serial))
+                } catch {
+                    return readOnly("\(reason); restoring the backup \(backupPath) failed: \(Self.describe(error))", readStore: false)
+                }
+                return finish(
+                    attempt(path), health: .recoveredFromBackup,
+                    problem: "\(reason); the store was restored from the backup \(backupPath) (serial \(contents.serial))",
+                    source: .backup)
+            case .failure(let problem):
+                damagedBackup = try? StoreFiles.moveAside(backupPath, label: "damaged")
+                backupProblem = "; the backup is damaged too (\(problem))"
+                    + (damagedBackup.map { " and was moved to \($0)" } ?? "")
+            }
+        }
+        do {
+            try createEmpty(serialFloor: serialFloor)
+        } catch {
+            return readOnly("\(damage.map { "\($0); " } ?? "")cannot create the store: \(Self.describe(error))", readStore: false)
+        }
+        var opened = finish(
+            attempt(path), health: damage == nil && damagedBackup == nil ? .ok : .recoveredEmpty,
+            problem: damage == nil && damagedBackup == nil ? nil : "\(reason)\(backupProblem); the store starts empty",
+            source: .empty)
+        opened.condition.damagedBackup = damagedBackup
+        return opened
+    }
+
+    private func finish(_ attempt: Attempt, health: StoreHealth, problem: String?, source: StoreCondition.Source) -> Opened {
+        switch attempt {
+        case .opened(let database, let contents):
+            return Opened(
+                database: database, contents: contents,
+                condition: StoreCondition(storePath: path, health: health, problem: problem, source: source))
+        case .damaged(let reason), .unavailable(let reason):
+            return readOnly("\(problem.map { "\($0); " } ?? "")then it did not open: \(reason)", readStore: false)
+        }
+    }
+
+    /// Serves read-only: the store's values from a private copy, else the backup's, else none.
+    private func readOnly(_ problem: String, readStore: Bool) -> Opened {
+        func opened(_ contents: StorePersistence.Contents, _ source: StoreCondition.Source, _ note: String) -> Opened {
+            Opened(
+                database: nil, contents: contents,
+                condition: StoreCondition(storePath: path, health: .readOnly, problem: problem + note, source: source))
+        }
+        if readStore, let contents = Self.readCopy(of: path, { db in try StorePersistence.read(db) }) {
+            return opened(contents, .store, "; serving the store's values read-only")
+        }
+        if StoreFiles.exists(backupPath), case .success(let contents) = Self.checkBackup(backupPath) {
+            return opened(contents, .backup, "; serving the values of the backup \(backupPath) read-only")
+        }
+        return opened(StorePersistence.Contents(), .empty, "; serving no values, read-only")
+    }
+
+    // MARK: - Files
+
+    /// Builds an empty store under a temporary name and renames it into place.
+    private func createEmpty(serialFloor: UInt64) throws {
+        try clearCompanions()
+        let building = path + ".creating"
+        StoreFiles.removeIfPresent(building)
+        StoreFiles.removeIfPresent(building + "-journal")
+        let database = try DatabaseQueue(path: building)
+        do {
+            try database.write { db in
+                try StorePersistence.prepare(db, path: path)
+                try db.execute(
+                    sql: "UPDATE meta SET value = ? WHERE name = 'serial'", arguments: [Int64(bitPattern: serialFloor)])
+            }
+            try database.close()
+            try StoreFiles.sync(building)
+            try StoreFiles.rename(building, to: path)
+        } catch {
+            try? database.close()
+            StoreFiles.removeIfPresent(building)
+            throw error
+        }
+        StoreFiles.syncDirectory(of: path)
+    }
+
+    /// Copies the backup into place, with its serial raised to `serialFloor`.
+    private func restoreBackup(serialFloor: UInt64) throws {
+        try clearCompanions()
+        let restoring = path + ".restoring"
+        StoreFiles.removeIfPresent(restoring + "-journal")
+        try StoreFiles.copy(backupPath, to: restoring)
+        do {
+            let database = try DatabaseQueue(path: restoring)
+            try database.write { db in
+                try db.execute(
+                    sql: "UPDATE meta SET value = max(value, ?) WHERE name = 'serial'",
+                    arguments: [Int64(bitPattern: serialFloor)])
+            }
+            try database.close()
+            try StoreFiles.sync(restoring)
+            try StoreFiles.rename(restoring, to: path)
+        } catch {
+            StoreFiles.removeIfPresent(restoring)
+            throw error
+        }
+        StoreFiles.syncDirectory(of: path)
+    }
+
+    /// Before a new file takes the store's name: a `-wal` left from a store that is gone would be replayed
+    /// into it, so it is moved aside; a `-shm` is only an index and is removed.
+    private func clearCompanions() throws {
+        if StoreFiles.exists(path + "-wal") {
+            try StoreFiles.rename(path + "-wal", to: "\(path).orphaned-\(StoreFiles.timestamp())-wal")
+        }
+        StoreFiles.removeIfPresent(path + "-shm")
+    }
+
+    /// What a check of a backup found.
+    enum BackupCheck {
+        case success(StorePersistence.Contents)
+        case failure(String)
+    }
+
+    /// Checks a backup (quick_check) and reads it, through a read-only connection.
+    static func checkBackup(_ file: String) -> BackupCheck {
+        do {
+            let database = try DatabaseQueue(
+                path: file, configuration: StorePersistence.readOnlyConfiguration(label: "settings-backup-check"))
+            defer { try? database.close() }
+            return try database.read { db in
+                let check = try String.fetchAll(db, sql: "PRAGMA quick_check")
+                guard check == ["ok"] else {
+                    return .failure("it failed its integrity check: \(check.prefix(3).joined(separator: "; "))")
+                }
+                return .success(try StorePersistence.read(db))
+            }
+        } catch {
+            return .failure(describe(error))
+        }
+    }
+
+    /// Runs `body` on a private copy of a store file and its `-wal`, so that reading needs no write access
+    /// to the store's directory and never changes the original; nil if anything fails.
+    static func readCopy<T>(of file: String, _ body: (Database) throws -> T) -> T? {
+        guard let directory = try? StoreFiles.makeTemporaryDirectory() else { return nil }
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let copy = directory + "/store.db"
+        do {
+            try FileManager.default.copyItem(atPath: file, toPath: copy)
+            if StoreFiles.exists(file + "-wal") {
+                try FileManager.default.copyItem(atPath: file + "-wal", toPath: copy + "-wal")
+            }
+            let database = try DatabaseQueue(path: copy)
+            defer { try? database.close() }
+            return try database.read(body)
+        } catch {
+            return nil
+        }
+    }
+
+    /// The first ancestor of `directory` (or itself) that exists but is not a directory, as a sentence.
+    static func obstacle(to directory: String) -> String? {
+        var current = directory
+        while current != "/" && !current.isEmpty {
+            if case .file = StoreFiles.kind(of: current) { return "\(current) is a file, not a directory" }
+            current = (current as NSString).deletingLastPathComponent
+        }
+        return nil
+    }
+
+    static func serial(_ db: Database) throws -> UInt64 {
+        try UInt64.fetchOne(db, sql: "SELECT value FROM meta WHERE name = 'serial'") ?? 0
+    }
+
+    /// An error as a short text: SQLite's message and code for a database error.
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? DatabaseError {
+            // After a failed backup step SQLite's last message can be "not an error": the code says more.
+            guard let message = error.message, message != "not an error" else {
+                return "SQLite error \(error.extendedResultCode)"
+            }
+            return "\(message) (SQLite error \(error.extendedResultCode.rawValue))"
+        }
+        if let error = error as? SettingsError { return error.message }
+        if let error = error as? StoreFiles.Failure { return error.description }
+        return error.localizedDescription
+    }
+}
