@@ -149,5 +149,10 @@ let package = Package(
             dependencies: ["SettingsBroker", "SettingsModel", "DBus", "SettingsBusTesting"],
             swiftSettings: swiftSettings
         ),
+        .testTarget(
+            name: "ReliabilityTests",
+            dependencies: ["SettingsBroker", "SettingsModel", "DBus", "SettingsBusTesting"],
+            swiftSettings: swiftSettings
+        ),
     ]
 )

@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import DBus
+import Foundation
+@testable import SettingsBroker
+import SettingsBusTesting
+import SettingsModel
+import Testing
+
+/// The store's durability setting, its backup schedule, and opening a store in states the broker tests do
+/// not reach, all in this process (no bus).
+@Suite(.timeLimit(.minutes(1)))
+struct StoreBackupTests {
+    static func set(_ store: SettingsStore, _ key: String, _ value: DBusValue) async throws -> UInt64 {
+        try await store.apply(Changeset(sets: [(try SettingPath(key), value)], origin: "test"))
+    }
+
+    /// Starts the backups of a store, with each event delivered to a mailbox.
+    static func startBackups(_ store: SettingsStore, interval: Duration) async -> Mailbox<StoreBackup.Event> {
+        let events = Mailbox<StoreBackup.Event>()
+        store.storePersistence.backup.start(interval: interval, serial: await store.serial) { events.push($0) }
+        return events
+    }
+
+    static func writtenSerial(_ events: Mailbox<StoreBackup.Event>) async throws -> UInt64 {
+        switch await events.next(timeLimit: .seconds(20)) {
+        case .element(.written(let serial, _)): return serial
+        case .element(.failed(let reason)): throw TestFailure("the backup failed: \(reason)")
+        case .ended, .timedOut: throw TestFailure("no backup was written")
+        }
+    }
+
+    @Test func theDefaultDurabilitySyncsEveryCommit() async throws {
+        let directory = try StoreDirectory()
+        defer { directory.remove() }
+        let durable = try await SettingsStore.open(path: directory.store)
+        #expect(await durable.storePersistence.synchronousLevel() == 2)  // FULL: the WAL is synced at each commit
+        durable.storePersistence.close()
+        let relaxed = try await SettingsStore.open(path: directory.store, durability: .relaxed)
+        #expect(await relaxed.storePersistence.synchronousLevel() == 1)  // NORMAL
+        relaxed.storePersistence.close()
+    }
+
+    @Test func aBackupIsWrittenAtStartUpThenAfterCommits() async throws {
+        let directory = try StoreDirectory()
+        defer { directory.remove() }
+        let store = try await SettingsStore.open(path: directory.store)
+
+        // Given: a new store: its backup is written at once.
+        let events = await Self.startBackups(store, interval: .zero)
+        #expect(try await Self.writtenSerial(events) == 0)
+
+        // When: a value is committed, then Then: a backup holding it follows.
+        let serial = try await Self.set(store, "/test/backup/a", .int32(1))
+        #expect(try await Self.writtenSerial(events) == serial)
+        #expect(StoreBackup.serial(ofBackup: directory.backup) == serial)
+        #expect(await store.status()["backup-serial"] == .uint64(serial))
+        await store.close()
+        await store.storePersistence.backup.finish()
+        store.storePersistence.close()
+    }
+
+    @Test func backupsAreSpacedByTheIntervalAndTheLastOneIsWrittenAtShutdown() async throws {
+        let directory = try StoreDirectory()
+        defer { directory.remove() }
+        let store = try await SettingsStore.open(path: directory.store)
+
+        // Given: backups at most once an hour, the first written at start-up.
+        let events = await Self.startBackups(store, interval: .seconds(3600))
+        #expect(try await Self.writtenSerial(events) == 0)
+
+        // When: values are committed, the backup stays as it was.
+        var last: UInt64 = 0
+        for index in 0..<5 { last = try await Self.set(store, "/test/backup/k\(index)", .int32(Int32(index))) }
+        #expect(StoreBackup.serial(ofBackup: directory.backup) == 0)
+
+        // Then: shutting down writes the last one.
+        await store.close()
+        await store.storePersistence.backup.finish()
+        #expect(try await Self.writtenSerial(events) == last)
+        #expect(StoreBackup.serial(ofBackup: directory.backup) == last)
+        store.storePersistence.close()
+
+        // And: a store that opens with a current backup does not copy it again.
+        let reopened = try await SettingsStore.open(path: directory.store)
+        let more = await Self.startBackups(reopened, interval: .zero)
+        #expect(await reopened.status()["backup-serial"] == .uint64(last))
+        await reopened.close()
+        await reopened.storePersistence.backup.finish()
+        reopened.storePersistence.close()
+        more.finish()
+        #expect(await more.next(timeLimit: .seconds(5)).isEnded)
+    }
+
+    @Test func aStoreOfANewerFormatIsServedReadOnlyAndLeftAlone() async throws {
+        let directory = try StoreDirectory()
+        defer { directory.remove() }
+        let first = try await SettingsStore.open(path: directory.store)
+        _ = try await Self.set(first, "/test/format/a", .string("kept"))
+        await first.close()
+        first.storePersistence.close()
+        // A newer broker has written format 99.
+        let result = try await TestProcess.run(
+            PeerScripts.python,
+            ["-c", "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(\"UPDATE meta SET value=99 WHERE name='format'\"); c.commit(); c.close()",
+             directory.store])
+        try #require(result.status == 0, "\(result.stderr)")
+        let before = FileManager.default.contents(atPath: directory.store)
+
+        let store = try await SettingsStore.open(path: directory.store)
+        #expect(store.condition.health == .readOnly)
+        #expect(store.condition.problem?.contains("has store format 99") == true)
+        #expect(store.condition.source == .store)
+        #expect(try await store.get(try SettingPath("/test/format/a")) == .string("kept"))
+        await #expect(throws: SettingsError.storeFailure("")) { _ = try await Self.set(store, "/test/format/a", .string("x")) }
+        #expect(FileManager.default.contents(atPath: directory.store) == before)
+        #expect(directory.damagedFiles().isEmpty)
+    }
+
+    @Test func aLeftoverWriteAheadLogIsNotReplayedIntoANewStore() async throws {
+        let directory = try StoreDirectory()
+        defer { directory.remove() }
+        // Given: a `-wal` whose store file is gone.
+        try Data((0..<4096).map { _ in UInt8.random(in: 0...255) }).write(to: URL(fileURLWithPath: directory.store + "-wal"))
+
+        // When: the store is opened, Then: it is new and healthy, and the log was moved aside, not used.
+        let store = try await SettingsStore.open(path: directory.store)
+        #expect(store.condition.health == .ok)
+        #expect(directory.names().contains { $0.hasPrefix("settings.db.orphaned-") && $0.hasSuffix("-wal") })
+        #expect(try await Self.set(store, "/test/orphan/a", .int32(1)) == 1)
+        await store.close()
+        store.storePersistence.close()
+    }
+}
+
+extension Mailbox.Outcome {
+    var isEnded: Bool {
+        if case .ended = self { return true }
+        return false
+    }
+}
