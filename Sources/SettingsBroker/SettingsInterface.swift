@@ -39,15 +39,17 @@ public enum SettingsInterface {
                 call throws(SettingsError) in
                 let keys = try strings(call.arguments[0]).map { text throws(SettingsError) in try SettingPath(text) }
                 let (values, serial) = await store.getMany(keys)
-                return [valueMap(values), .uint64(serial)]
+                return try fitting([valueMap(values), .uint64(serial)], "the values of \(keys.count) keys")
             },
             method("ReadTree", [.init("dir", .string)], [.init("values", stringMap), .init("serial", .uint64)]) {
                 call throws(SettingsError) in
-                let (values, serial) = await store.readTree(try directory(call.arguments[0]))
-                return [valueMap(values), .uint64(serial)]
+                let dir = try directory(call.arguments[0])
+                let (values, serial) = await store.readTree(dir)
+                return try fitting([valueMap(values), .uint64(serial)], "the values under \(dir)")
             },
             method("List", [.init("dir", .string)], [.init("children", .array(.string))]) { call throws(SettingsError) in
-                [.array(.string, await store.list(try directory(call.arguments[0])).map(DBusValue.string))]
+                let dir = try directory(call.arguments[0])
+                return try fitting([.array(.string, await store.list(dir).map(DBusValue.string))], "the children of \(dir)")
             },
             method("Set", [.init("key", .string), .init("value", .variant)], [.init("serial", .uint64)]) {
                 call throws(SettingsError) in
@@ -173,6 +175,17 @@ public enum SettingsInterface {
             guard case .string(let name) = entry.key, case .variant(let inner) = entry.value else { return nil }
             return (name, inner)
         }
+    }
+
+    /// Returns a reply that fits in one message on any bus, or throws `TooLarge` for one that does not.
+    static func fitting(_ reply: [DBusValue], _ what: String) throws(SettingsError) -> [DBusValue] {
+        let size = reply.reduce(0) { $0 + $1.approximateSize }
+        guard size <= SettingsBusNames.maximumReplySize else {
+            throw .tooLarge(
+                "\(what) take about \(size) bytes, more than the \(SettingsBusNames.maximumReplySize) bytes (32 MiB) "
+                    + "the broker sends in one reply; read a smaller directory or fewer keys at a time")
+        }
+        return reply
     }
 
     static func valueMap(_ values: [String: DBusValue]) -> DBusValue {

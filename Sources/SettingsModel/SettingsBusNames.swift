@@ -42,4 +42,11 @@ public enum SettingsBusNames {
     /// Refusing such values at write time keeps every stored value deliverable. Depth is counted as
     /// ``DBus/DBusValue/nestingDepth`` counts it.
     public static let maximumValueDepth = 60
+
+    /// The largest reply the broker sends, in bytes as ``DBus/DBusValue/approximateSize`` counts them: 32 MiB.
+    ///
+    /// A bus daemon disconnects a peer that sends a message over its limit: 32 MiB by default on the system bus,
+    /// 128 MiB (the protocol's maximum) on the session bus. One read of a large store (`ReadTree` of `/`) would
+    /// then cut the broker off from every client; it is refused with `TooLarge` instead.
+    public static let maximumReplySize = 32 << 20
 }
