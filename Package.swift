@@ -145,6 +145,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "SettingsCtlTests",
+            dependencies: ["SettingsBus", "SettingsModel", "DBus", "SettingsBusTesting"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "SettingsBrokerTests",
             dependencies: ["SettingsBroker", "SettingsModel", "DBus", "SettingsBusTesting"],
             swiftSettings: swiftSettings
