@@ -6,11 +6,14 @@ import SettingsBusTesting
 import Testing
 
 /// The broker is killed with SIGKILL at random moments while python3-dbus writers set keys as fast as they
-/// can. After every restart each acknowledged write is there with its value, the store opened without
-/// repair, and the serial did not go back.
+/// can, and while it copies its backup (every 50 ms here). After every restart each acknowledged write is
+/// there with its value, the store opened without repair, the backup is a sound store, and the serial did
+/// not go back.
 @Suite(.timeLimit(.minutes(2)))
 struct CrashRecoveryTests {
-    static let rounds = 25
+    static let rounds = 40
+    /// Backups as often as commits allow, so that kills also land in the middle of one.
+    static let brokerArguments = ["--backup-interval", "0.05"]
     static let writerCount = 3
     /// Keys per writer: value v goes to key k<v % keysPerWriter>.
     static let keysPerWriter = 5
@@ -58,11 +61,19 @@ struct CrashRecoveryTests {
         }
     }
 
+    /// `PRAGMA quick_check` of a store file, with python3's sqlite3, read-only.
+    static func integrity(of path: String) async throws -> String {
+        let result = try await TestProcess.run(
+            PeerScripts.python,
+            ["-c", "import sqlite3,sys; print(sqlite3.connect('file:' + sys.argv[1] + '?mode=ro', uri=True).execute('PRAGMA quick_check').fetchone()[0])", path])
+        return result.status == 0 ? result.stdout.trimmingCharacters(in: .whitespacesAndNewlines) : result.stderr
+    }
+
     @Test func everyAcknowledgedWriteSurvivesSIGKILLAtRandomMoments() async throws {
         let directory = try StoreDirectory()
         defer { directory.remove() }
         try await withTestBus { bus in
-            var broker = try await TestBroker.start(on: bus, storePath: directory.store)
+            var broker = try await TestBroker.start(on: bus, storePath: directory.store, arguments: Self.brokerArguments)
             let writers = try (0..<Self.writerCount).map { index in
                 Writer(
                     index: index,
@@ -86,13 +97,16 @@ struct CrashRecoveryTests {
                 #expect(await broker.kill() == 137, "round \(round): the broker had exited before SIGKILL")
                 for writer in writers { try await writer.read(untilFailure: true) }
                 for writer in writers { writer.process.child.signal(SIGSTOP) }
-                broker = try await TestBroker.start(on: bus, storePath: directory.store)
+                broker = try await TestBroker.start(on: bus, storePath: directory.store, arguments: Self.brokerArguments)
 
                 // Then: the store opened without repair, the serial did not go back, and every key holds its
                 // last acknowledged value, or the one write that was in flight when the broker died.
                 let status = try await calls.status()
                 #expect(status["health"] == .string("ok"), "round \(round): \(status)")
                 #expect(directory.damagedFiles().isEmpty, "round \(round): \(directory.names())")
+                if FileManager.default.fileExists(atPath: directory.backup) {
+                    #expect(try await Self.integrity(of: directory.backup) == "ok", "round \(round): the backup")
+                }
                 let serial = try await calls.serial()
                 let acknowledgedSerial = writers.map(\.highestSerial).max() ?? 0
                 #expect(serial >= lastSerial, "round \(round): the serial went back from \(lastSerial) to \(serial)")
