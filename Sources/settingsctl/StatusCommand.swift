@@ -9,12 +9,15 @@ import SettingsModel
 struct StatusCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "status",
-        abstract: "Print the broker's bus name, pid, version, serial, key count and store health.",
+        abstract: "Print the broker's bus name, pid, version, serial, store file, store health and key count.",
         discussion: """
-            The pid comes from the bus (GetConnectionUnixProcessID); serial and version from the broker's \
-            properties; keys is the number of keys with a value (user values and registered defaults). \
-            The store file and its health come from the broker's Status method; a broker without one \
-            says so. Starts the broker by D-Bus activation when it is not running.
+            The owner and pid come from the bus (GetNameOwner, GetConnectionUnixProcessID), version and serial \
+            from the broker's properties, and the rest from its Status method: store (the file), health (ok, \
+            recovered-from-backup, recovered-empty or read-only), writable, durability, keys (user values), \
+            schemas, unreadable, and when there is something to say problem, source, damaged-file, \
+            damaged-backup, backup, backup-serial and backup-time (seconds since 1970). A broker without a \
+            Status method is reported with the number of keys that have a value and 'store: not reported'. \
+            Starts the broker by D-Bus activation when it is not running.
             """)
 
     @OptionGroup var bus: BusOptions
@@ -22,6 +25,11 @@ struct StatusCommand: AsyncParsableCommand {
 
     static let daemon: BusName = "org.freedesktop.DBus"
     static let daemonPath: ObjectPath = "/org/freedesktop/DBus"
+    /// The order of the fields of `Status`; fields not listed follow, sorted.
+    static let statusOrder = [
+        "serial", "store", "health", "writable", "durability", "keys", "schemas", "unreadable", "problem", "source",
+        "damaged-file", "damaged-backup", "backup", "backup-serial", "backup-time",
+    ]
 
     func run() async throws {
         let fields = try await bus.withStore { store in try await Self.fields(store) }
@@ -76,21 +84,28 @@ struct StatusCommand: AsyncParsableCommand {
                 }
             }
         }
-        fields.append(("keys", .uint32(UInt32(clamping: try await store.readTree(.root).values.count))))
-
         if hasStatus {
             let reply = try await store.callBroker("Status", [])
+            var reported: [String: DBusValue] = [:]
             if case .dictionary(.string, .variant, let entries)? = reply.first {
                 for entry in entries {
-                    guard case .string(let name) = entry.key, case .variant(let value) = entry.value else { continue }
-                    if let index = fields.firstIndex(where: { $0.name == name }) {
-                        fields[index].value = value
-                    } else {
-                        fields.append((name, value))
+                    if case .string(let name) = entry.key, case .variant(let value) = entry.value {
+                        reported[name] = value
                     }
                 }
             }
+            let names =
+                statusOrder.filter { reported[$0] != nil }
+                + reported.keys.filter { !statusOrder.contains($0) }.sorted()
+            for name in names {
+                if let index = fields.firstIndex(where: { $0.name == name }) {
+                    fields[index].value = reported[name]!
+                } else {
+                    fields.append((name, reported[name]!))
+                }
+            }
         } else {
+            fields.append(("keys", .uint32(UInt32(clamping: try await store.readTree(.root).values.count))))
             fields.append(("store", .string("not reported: this broker has no Status method")))
         }
         return fields

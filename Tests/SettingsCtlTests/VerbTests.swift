@@ -215,9 +215,13 @@ struct VerbTests {
             #expect(fields["version"] == "1", "\(text)")
             #expect(fields["serial"] == "2", "\(text)")
             #expect(fields["keys"] == "2", "\(text)")
+            #expect(fields["store"] == broker.storePath, "\(text)")
+            #expect(fields["health"] == "ok", "\(text)")
+            #expect(fields["writable"] == "true", "\(text)")
             let json = try await Ctl.output(bus, ["status", "--json"])
             #expect(json.contains(#""pid":\#(broker.pid)"#), "\(json)")
             #expect(json.contains(#""keys":2"#), "\(json)")
+            #expect(json.contains(#""health":"ok""#), "\(json)")
             #expect(await broker.stop() == 0)
         }
     }
