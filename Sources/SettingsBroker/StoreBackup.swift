@@ -11,8 +11,8 @@
 // When: at start-up when the backup does not hold the store's current serial (after a crash, or the first
 // time), then after commits at most once per interval (15 minutes by default), and at a clean shutdown when
 // anything changed since the last one. Nothing is copied while nothing changes. A copy costs one read of the
-// store and one write of the same size, in the background: with 100,000 keys (about 10 MB), tens of
-// milliseconds a quarter of an hour at most, where each commit costs the same as before.
+// store, one write of the same size and a check, in the background: with 100,000 keys (3.3 MB) 45 ms, at
+// most once a quarter of an hour, while each commit costs the same as before.
 
 import DBus
 import Foundation
