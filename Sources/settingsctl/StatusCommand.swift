@@ -2,6 +2,7 @@
 
 import ArgumentParser
 import DBus
+import Foundation
 import SettingsBus
 import SettingsModel
 
@@ -43,6 +44,8 @@ struct StatusCommand: AsyncParsableCommand {
                     let text: String
                     if case .string(let string) = field.value {
                         text = string
+                    } else if field.name == "backup-time", case .int64(let seconds) = field.value {
+                        text = Date(timeIntervalSince1970: Double(seconds)).formatted(.iso8601) + " (\(seconds))"
                     } else {
                         text = GVariantText.format(field.value, annotateTypes: false)
                     }
