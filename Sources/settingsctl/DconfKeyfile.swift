@@ -46,7 +46,8 @@ enum DconfKeyfile {
     ///
     /// - Returns: the values in the order they were first given.
     /// - Throws: ``CtlError`` with status ``ExitStatus/invalid``, naming the line and what is wrong.
-    static func parse(_ text: String, under directory: SettingDirectory) throws(CtlError) -> [(SettingPath, DBusValue)] {
+    static func parse(_ text: String, under directory: SettingDirectory) throws(CtlError) -> [(SettingPath, DBusValue)]
+    {
         var group: SettingDirectory?
         var order: [SettingPath] = []
         var values: [SettingPath: DBusValue] = [:]

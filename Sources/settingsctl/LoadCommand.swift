@@ -29,7 +29,8 @@ struct LoadCommand: AsyncParsableCommand {
         completion: .file())
     var file: String?
 
-    @Argument(help: ArgumentHelp("The directory the keyfile's groups are relative to, ending in '/'.", valueName: "dir"))
+    @Argument(
+        help: ArgumentHelp("The directory the keyfile's groups are relative to, ending in '/'.", valueName: "dir"))
     var directory: String
 
     func run() async throws {

@@ -57,7 +57,8 @@ struct SchemaFile {
                 continue
             }
             guard let equals = line.firstIndex(of: "=") else {
-                throw CtlError(.invalid, "line \(number): expected 'key.field=value' or '[/directory/]', found '\(line)'")
+                throw CtlError(
+                    .invalid, "line \(number): expected 'key.field=value' or '[/directory/]', found '\(line)'")
             }
             guard let group else {
                 throw CtlError(.invalid, "line \(number): '\(line)' comes before the first [/directory/] line")
@@ -70,9 +71,8 @@ struct SchemaFile {
             }
             let field = String(left[left.index(after: dot)...])
             guard Self.fieldNames.contains(field) else {
-                throw CtlError(
-                    .invalid,
-                    "line \(number): unknown field '\(field)'; the fields are \(Self.fieldNames.joined(separator: ", "))")
+                let known = Self.fieldNames.joined(separator: ", ")
+                throw CtlError(.invalid, "line \(number): unknown field '\(field)'; the fields are \(known)")
             }
             let key: SettingPath
             do {

@@ -71,8 +71,8 @@ struct StatusCommand: AsyncParsableCommand {
             fields.append(("owner", .string(unique)))
             if let pid = try? await store.callOnBus(
                 destination: daemon, path: daemonPath, interface: "org.freedesktop.DBus",
-                member: "GetConnectionUnixProcessID", arguments: [.string(unique)]).first
-            {
+                member: "GetConnectionUnixProcessID", arguments: [.string(unique)]
+            ).first {
                 fields.append(("pid", pid))
             }
         }
@@ -82,7 +82,8 @@ struct StatusCommand: AsyncParsableCommand {
             arguments: [.string(SettingsBusNames.interface.rawValue)])
         if case .dictionary(.string, .variant, let entries)? = properties.first {
             for name in ["Version", "Serial"] {
-                if let entry = entries.first(where: { $0.key == .string(name) }), case .variant(let value) = entry.value {
+                if let entry = entries.first(where: { $0.key == .string(name) }), case .variant(let value) = entry.value
+                {
                     fields.append((name.lowercased(), value))
                 }
             }

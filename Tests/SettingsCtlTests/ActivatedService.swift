@@ -2,9 +2,9 @@
 
 import DBus
 import Foundation
+internal import Glibc
 import SettingsBusTesting
 import Testing
-internal import Glibc
 
 /// A service that a test bus starts by D-Bus activation, through a small shell wrapper that records the
 /// service's pid before it `exec`s it, so that the test can end it although the bus daemon is its parent.
@@ -19,12 +19,14 @@ struct ActivatedService {
     /// - Parameters:
     ///   - command: the service's program and arguments.
     ///   - directory: where the wrapper, the pid file and the service's log go.
-    static func install(name: String, command: [String], on bus: TestBus, in directory: URL) throws -> ActivatedService {
+    static func install(name: String, command: [String], on bus: TestBus, in directory: URL) throws -> ActivatedService
+    {
         func quoted(_ text: String) -> String { "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'" }
         let script = directory.appendingPathComponent("\(name).sh")
         let pidFile = directory.appendingPathComponent("\(name).pid")
         let log = directory.appendingPathComponent("\(name).log")
-        try "#!/bin/sh\necho $$ > \(quoted(pidFile.path))\nexec \(command.map(quoted).joined(separator: " ")) 2>>\(quoted(log.path))\n"
+        let exec = command.map(quoted).joined(separator: " ")
+        try "#!/bin/sh\necho $$ > \(quoted(pidFile.path))\nexec \(exec) 2>>\(quoted(log.path))\n"
             .write(to: script, atomically: true, encoding: .utf8)
         try bus.installService(name: name, command: ["/bin/sh", script.path])
         return ActivatedService(name: name, pidFile: pidFile)
@@ -42,7 +44,8 @@ struct ActivatedService {
     static func terminate(pid: Int32, owning name: String, on bus: TestBus) async throws {
         let connection = try await bus.connect()
         // Given: a subscription to the name's owner changes, in place before the signal is sent.
-        var rule = MatchRule(sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus", member: "NameOwnerChanged")
+        var rule = MatchRule(
+            sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus", member: "NameOwnerChanged")
         rule.arguments[0] = name
         let changes = Collector(try await connection.signals(matching: rule))
         let owned = try await connection.call(

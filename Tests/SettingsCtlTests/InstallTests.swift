@@ -57,7 +57,8 @@ struct InstallTests {
                 at: bus.serviceDirectory.appendingPathComponent("io.github.settingsbus.Settings1.service"),
                 withDestinationURL: activation)
             let settingsctl = prefix.appendingPathComponent("bin/settingsctl").path
-            let first = try await TestProcess.run(settingsctl, ["get", "/test/install/theme"], environment: environment)
+            let first = try await TestProcess.run(
+                settingsctl, ["get", "/test/install/theme"], environment: environment)
 
             // Then: the bus started the installed broker, which answered (the key has no value yet).
             #expect(first.status == 3, "\(first.stderr)")

@@ -87,8 +87,10 @@ struct ScriptTests {
             #expect(
                 try await Self.output(
                     bus, tool, "register",
-                    ["/test/scripts/tab-width", "u", "uint32 4",
-                     "{'summary': <'Spaces per tab'>, 'range': <(uint32 1, uint32 16)>}"]) == "()\n")
+                    [
+                        "/test/scripts/tab-width", "u", "uint32 4",
+                        "{'summary': <'Spaces per tab'>, 'range': <(uint32 1, uint32 16)>}",
+                    ]) == "()\n")
             #expect(try await Self.output(bus, tool, "set", ["/test/scripts/theme", "'dark'"]) == "(uint64 2,)\n")
             #expect(
                 try await Self.output(bus, tool, "set", ["/test/scripts/window", "{'width': <800>}"])
@@ -105,7 +107,8 @@ struct ScriptTests {
                 try await Self.output(bus, tool, "get-many", ["/test/scripts/theme", "/test/scripts/none"])
                     == "({'/test/scripts/theme': <'dark'>}, uint64 5)\n")
             #expect(
-                try await Self.output(bus, tool, "apply", ["{'/test/scripts/theme': <'light'>, '/test/scripts/size': <14>}"])
+                try await Self.output(
+                    bus, tool, "apply", ["{'/test/scripts/theme': <'light'>, '/test/scripts/size': <14>}"])
                     == "(uint64 6,)\n")
             #expect(
                 try await Self.output(
@@ -129,8 +132,10 @@ struct ScriptTests {
                 try await Self.output(bus, tool, "properties")
                     == "({'Serial': <uint64 7>, 'Version': <uint32 1>},)\n")
             #expect(try await Self.output(bus, tool, "reset", ["/test/scripts/theme"]) == "(uint64 8,)\n")
-            try await Self.failure(bus, tool, "set", ["/test/scripts/tab-width", "'wide'"], message: "Error.TypeMismatch")
-            try await Self.failure(bus, tool, "set-from-string", ["/test/scripts/tab-width", "99"], message: "Error.OutOfRange")
+            try await Self.failure(
+                bus, tool, "set", ["/test/scripts/tab-width", "'wide'"], message: "Error.TypeMismatch")
+            try await Self.failure(
+                bus, tool, "set-from-string", ["/test/scripts/tab-width", "99"], message: "Error.OutOfRange")
             try await Self.failure(
                 bus, tool, "register", ["/test/scripts/tab-width", "i", "4"], message: "Error.SchemaConflict")
             #expect(await broker.stop() == 0)
@@ -142,20 +147,24 @@ struct ScriptTests {
             let broker = try await TestBroker.start(on: bus)
             let tool = "busctl"
             #expect(
-                try await Self.output(bus, tool, "register", ["/test/scripts/tab-width", "u", "4", "Spaces per tab", "1", "16"])
+                try await Self.output(
+                    bus, tool, "register", ["/test/scripts/tab-width", "u", "4", "Spaces per tab", "1", "16"])
                     == "")
             #expect(
-                try await Self.output(bus, tool, "set", ["/test/scripts/recent", "as", "2", "a.txt", "b.txt"]) == "t 2\n")
+                try await Self.output(bus, tool, "set", ["/test/scripts/recent", "as", "2", "a.txt", "b.txt"])
+                    == "t 2\n")
             #expect(try await Self.output(bus, tool, "set", ["/test/scripts/theme", "s", "dark"]) == "t 3\n")
             #expect(
                 try await Self.output(bus, tool, "set-from-string", ["/test/scripts/tab-width", "8"]) == "t 4\n")
-            #expect(try await Self.output(bus, tool, "get", ["/test/scripts/recent"]) == #"v as 2 "a.txt" "b.txt""# + "\n")
+            #expect(
+                try await Self.output(bus, tool, "get", ["/test/scripts/recent"]) == #"v as 2 "a.txt" "b.txt""# + "\n")
             #expect(try await Self.output(bus, tool, "get", ["/test/scripts/tab-width"]) == "v u 8\n")
             #expect(
                 try await Self.output(bus, tool, "get-many", ["/test/scripts/theme", "/test/scripts/none"])
                     == #"a{sv}t 1 "/test/scripts/theme" s "dark" 4"# + "\n")
             #expect(
-                try await Self.output(bus, tool, "apply", ["/test/scripts/theme", "s", "light", "/test/scripts/size", "i", "14"])
+                try await Self.output(
+                    bus, tool, "apply", ["/test/scripts/theme", "s", "light", "/test/scripts/size", "i", "14"])
                     == "t 5\n")
             #expect(
                 try await Self.output(
@@ -252,9 +261,14 @@ struct ScriptTests {
             _ = try await Ctl.output(bus, ["set", "/test/watched/theme", "'dark'"])
 
             // Then: the next line is the second change, as JSON.
-            let (line, _) = try await monitor.line(where: { $0.contains("/test/watched/theme") || $0.contains("/test/elsewhere") })
+            let (line, _) = try await monitor.line(where: {
+                $0.contains("/test/watched/theme") || $0.contains("/test/elsewhere")
+            })
             #expect(line.contains(#""member":"Changed""#), "\(line)")
-            #expect(line.contains(#"{"type":"sa{sv}asts","data":["/test/watched/theme",{"/test/watched/theme":{"type":"s","data":"dark"}},[],"#), "\(line)")
+            let body =
+                #"{"type":"sa{sv}asts","data":["/test/watched/theme",{"/test/watched/theme":"#
+                + #"{"type":"s","data":"dark"}},[],"#
+            #expect(line.contains(body), "\(line)")
             #expect(await monitor.terminate() == 143)
             #expect(await broker.stop() == 0)
         }

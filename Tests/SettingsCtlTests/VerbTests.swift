@@ -131,14 +131,16 @@ struct VerbTests {
             let broker = try await TestBroker.start(on: bus)
             try await Ctl.failure(bus, ["get", "org/example"], status: 4, message: "must start with '/'")
             try await Ctl.failure(bus, ["set", "/test/bad/a//b", "1"], status: 4, message: "invalid key")
-            try await Ctl.failure(bus, ["set", "/test/bad/text", "'unterminated"], status: 4, message: "/test/bad/text")
+            try await Ctl.failure(
+                bus, ["set", "/test/bad/text", "'unterminated"], status: 4, message: "/test/bad/text")
             try await Ctl.failure(
                 bus, ["register", "-"], status: 4, message: "line 2: unknown field 'colour'",
                 input: "[/test/bad/]\nsize.colour=red\n")
             try await Ctl.failure(
                 bus, ["register", "-"], status: 4, message: "has no default", input: "[/test/bad/]\nsize.type=u\n")
             try await Ctl.failure(
-                bus, ["load", "/test/bad/"], status: 4, message: "line 3: the value of /test/bad/b is not GVariant text",
+                bus, ["load", "/test/bad/"], status: 4,
+                message: "line 3: the value of /test/bad/b is not GVariant text",
                 input: "[/]\na=1\nb=[1,\n")
             try await Ctl.failure(bus, ["load", "/test/bad/"], status: 4, message: "line 1", input: "a=1\n")
             #expect(try await Ctl.output(bus, ["tree", "/"]) == "")
@@ -162,7 +164,9 @@ struct VerbTests {
             for line in ["3  unknown key", "4  invalid", "5  broker unavailable", "6  conflict", "7  not writable"] {
                 #expect(help.contains(line), "\(help)")
             }
-            for verb in ["get", "set", "reset", "list", "tree", "dump", "load", "watch", "describe", "register", "status"] {
+            for verb in [
+                "get", "set", "reset", "list", "tree", "dump", "load", "watch", "describe", "register", "status",
+            ] {
                 #expect(try await Ctl.output(bus, [verb, "--help"]).contains("USAGE: settingsctl \(verb)"))
             }
             for shell in ["bash", "zsh", "fish"] {
@@ -175,7 +179,9 @@ struct VerbTests {
     @Test func aBusWithoutABrokerExitsWith5AndSaysHowToInstallOne() async throws {
         try await withTestBus { bus in
             // No broker runs and no activation file names one.
-            for arguments in [["get", "/test/none/a"], ["set", "/test/none/a", "1"], ["watch", "/test/none/"], ["status"]] {
+            for arguments in [
+                ["get", "/test/none/a"], ["set", "/test/none/a", "1"], ["watch", "/test/none/"], ["status"],
+            ] {
                 try await Ctl.failure(bus, arguments, status: 5, message: "scripts/install")
             }
         }

@@ -33,9 +33,11 @@ struct WatchTests {
             // When: gdbus sets a key the watcher has not seen yet.
             let gdbus = try await TestProcess.run(
                 "/usr/bin/gdbus",
-                ["call", "--session", "--dest", "io.github.settingsbus.Settings1", "--object-path",
-                 "/io/github/settingsbus/Settings1", "--method", "io.github.settingsbus.Settings1.Set",
-                 "/test/watch/size", "<uint32 12>"],
+                [
+                    "call", "--session", "--dest", "io.github.settingsbus.Settings1", "--object-path",
+                    "/io/github/settingsbus/Settings1", "--method", "io.github.settingsbus.Settings1.Set",
+                    "/test/watch/size", "<uint32 12>",
+                ],
                 environment: bus.environment)
             #expect(gdbus.status == 0, "\(gdbus.stderr)")
             #expect(try await Self.block(watcher) == ["/test/watch/size", "  size=uint32 12"])
@@ -68,7 +70,8 @@ struct WatchTests {
 
             _ = try await Ctl.output(bus, ["set", "/test/watch/volume", "0.5"])
             let line = try #require(try await watcher.nextLine())
-            #expect(line.hasPrefix(#"{"kind":"change","path":"/test/watch/volume","serial":1,"origin":":1."#), "\(line)")
+            #expect(
+                line.hasPrefix(#"{"kind":"change","path":"/test/watch/volume","serial":1,"origin":":1."#), "\(line)")
             #expect(
                 line.hasSuffix(
                     #""values":{"/test/watch/volume":{"type":"d","value":0.5,"text":"0.5"}},"removed":[]}"#),
