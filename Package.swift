@@ -123,6 +123,18 @@ let package = Package(
             exclude: ["README.md"],
             swiftSettings: swiftSettings
         ),
+        .target(
+            name: "FuzzChecks",
+            dependencies: ["DBus", "SettingsModel"],
+            path: "Fuzz/Checks",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "settings-fuzz",
+            dependencies: ["FuzzChecks"],
+            path: "Fuzz/settings-fuzz",
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "settingsbus-load-client",
             dependencies: ["SettingsBus", "DBus"],
@@ -152,6 +164,11 @@ let package = Package(
         .testTarget(
             name: "SettingsBrokerTests",
             dependencies: ["SettingsBroker", "SettingsModel", "DBus", "SettingsBusTesting"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "FuzzTests",
+            dependencies: ["FuzzChecks", "DBus", "SettingsModel"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -140,14 +140,18 @@ enum MessageCoding {
 
     /// Reads a libdbus message into a ``DBusMessage``.
     ///
-    /// - Throws: ``DBusError`` named `InvalidArgs` when the message carries a type SettingsBus cannot hold.
+    /// - Throws: ``DBusError`` named `InvalidArgs` when the message carries a type SettingsBus cannot hold, or is
+    ///   of a message type the specification does not define.
     static func decode(_ pointer: OpaquePointer) throws(DBusError) -> DBusMessage {
         let kind: DBusMessage.Kind
         switch dbus_message_get_type(pointer) {
         case DBUS_MESSAGE_TYPE_METHOD_CALL: kind = .methodCall
         case DBUS_MESSAGE_TYPE_METHOD_RETURN: kind = .methodReturn
         case DBUS_MESSAGE_TYPE_ERROR: kind = .error
-        default: kind = .signal
+        case DBUS_MESSAGE_TYPE_SIGNAL: kind = .signal
+        case let other:
+            // The specification says a message of an unknown type must be ignored; libdbus passes it on.
+            throw DBusError(.invalidArgs, "a message of unknown type \(other) is ignored")
         }
         var message = DBusMessage(kind: kind)
         message.serial = dbus_message_get_serial(pointer)

@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import DBus
+import SettingsModel
+
+/// A D-Bus message from arbitrary bytes, and each of its arguments taken as the broker takes the value of a
+/// `Set`: checked for storage, written as the store writes it (its type's signature and GVariant text), and
+/// read back as the store reads it.
+enum DBusValueCheck {
+    /// The key named in storage errors.
+    private static let key = try! SettingPath("/fuzz/key")
+
+    static func run(_ bytes: [UInt8]) throws(FuzzFailure) -> FuzzOutcome {
+        guard let message = try? DBusMessage(marshalled: bytes) else { return .refused }
+
+        // What libdbus accepted marshals again and reads back as the same message.
+        let again: DBusMessage
+        do {
+            again = try DBusMessage(marshalled: try message.marshalled())
+        } catch {
+            throw FuzzFailure("a message read from the wire does not marshal and read back: \(error)")
+        }
+        try require(
+            again.kind == message.kind && again.path == message.path && again.member == message.member
+                && again.interface == message.interface && again.signature == message.signature
+                && again.body.count == message.body.count && zip(again.body, message.body).allSatisfy(identical),
+            "the message \(message) reads back as \(again)")
+
+        for value in message.body {
+            try checkStorage(of: value)
+            if case .variant(let inner) = value { try checkStorage(of: inner) }
+        }
+        return .accepted
+    }
+
+    /// The path of a `Set` value into the store and back out.
+    private static func checkStorage(of value: DBusValue) throws(FuzzFailure) {
+        do {
+            try value.validateForStorage(at: key)
+        } catch {
+            try require(
+                error.code == .invalidValue || error.code == .tooLarge,
+                "validateForStorage threw \(error.code) for \(value.type)")
+            return
+        }
+        // The store keeps the type's signature and the value's GVariant text, and reads both back.
+        let typeText = value.type.signatureText
+        let text = GVariantText.format(value)
+        let type: DBusType
+        do {
+            type = try DBusType(parsing: typeText)
+        } catch {
+            throw FuzzFailure("the stored type \(typeText) does not parse: \(error.message)")
+        }
+        let stored: DBusValue
+        do {
+            stored = try GVariantText.parse(text, as: type)
+        } catch {
+            throw FuzzFailure("the stored text \(text.debugDescription) of a \(typeText) does not parse: \(error)")
+        }
+        try require(identical(stored, value), "\(value) is stored as \(text.debugDescription), read as \(stored)")
+
+        // The size bound the broker compares with its limit is never below the real marshalled size.
+        var reply = DBusMessage(kind: .methodReturn, body: [value])
+        reply.replySerial = 1
+        reply.serial = 1
+        guard let wire = try? reply.marshalled(), wire.count >= 8 else {
+            throw FuzzFailure("a \(typeText) that passed validateForStorage cannot be sent")
+        }
+        let bodyLength = wire[4..<8].reversed().reduce(0) { $0 << 8 | Int($1) }
+        try require(wire[0] == UInt8(ascii: "l"), "libdbus marshalled in big-endian order")
+        try require(
+            bodyLength <= value.approximateSize,
+            "a \(typeText) takes \(bodyLength) bytes on the wire, more than its approximateSize \(value.approximateSize)")
+    }
+}

@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import DBus
+import SettingsModel
+
+/// The promises of ``GVariantText``, checked on arbitrary text.
+///
+/// The first byte of an input picks the type to parse as (none, or one of ``types``); the rest is the text, so
+/// that the fuzzer explores typed and untyped parsing alike.
+enum GVariantTextCheck {
+    /// The types an input can ask for: `nil` (infer the type from the text) and the types keys use.
+    static let types: [DBusType?] = [nil] + [
+        "s", "i", "u", "d", "b", "y", "n", "q", "x", "t", "o", "g", "v", "as", "ai", "ay", "ad", "av", "aas",
+        "a{sv}", "a{ss}", "a{ias}", "(si)", "(dd)", "(sv)", "a(iu)", "a{sa{sv}}", "(ybnqiuxtdsogv)",
+    ].map { try? DBusType(parsing: $0) }
+
+    static func run(_ bytes: [UInt8]) throws(FuzzFailure) -> FuzzOutcome {
+        guard let selector = bytes.first else { return .refused }
+        let type = types[Int(selector) % types.count]
+        let text = String(decoding: bytes.dropFirst(), as: UTF8.self)
+        let value: DBusValue
+        do {
+            value = try GVariantText.parse(text, as: type)
+        } catch {
+            // Refusing is always allowed; the promise is only that it is a GVariantTextError, with an offset
+            // inside the text (or just past its end).
+            try require(
+                error.offset >= 0 && error.offset <= text.utf8.count,
+                "error offset \(error.offset) outside \(text.utf8.count) bytes of \(text.debugDescription)")
+            return .refused
+        }
+        let shown = "\(text.debugDescription) (as \(type.map(\.signatureText) ?? "any type"))"
+        do {
+            try value.validate()
+        } catch {
+            throw FuzzFailure("parsed \(shown) into a value that fails validate(): \(error.message)")
+        }
+        if let type {
+            try require(value.type == type, "parsed \(shown) into a value of type \(value.type)")
+        }
+
+        // Printed with annotations, the value reads back the same, with and without the type.
+        let printed = GVariantText.format(value)
+        for expected in [value.type, nil] as [DBusType?] {
+            do {
+                let again = try GVariantText.parse(printed, as: expected)
+                try require(
+                    identical(again, value),
+                    "\(shown) printed as \(printed.debugDescription) reads back as \(again), not \(value)")
+            } catch let error as GVariantTextError {
+                throw FuzzFailure("\(shown) printed as \(printed.debugDescription) does not read back: \(error)")
+            } catch let failure as FuzzFailure {
+                throw failure
+            } catch {
+                throw FuzzFailure("unexpected error \(error)")
+            }
+        }
+        // Printed without annotations, it reads back the same when the type is given.
+        let plain = GVariantText.format(value, annotateTypes: false)
+        do {
+            let again = try GVariantText.parse(plain, as: value.type)
+            try require(
+                identical(again, value),
+                "\(shown) printed plainly as \(plain.debugDescription) reads back as \(again), not \(value)")
+        } catch let error as GVariantTextError {
+            throw FuzzFailure("\(shown) printed plainly as \(plain.debugDescription) does not read back: \(error)")
+        } catch let failure as FuzzFailure {
+            throw failure
+        } catch {
+            throw FuzzFailure("unexpected error \(error)")
+        }
+        return .accepted
+    }
+}

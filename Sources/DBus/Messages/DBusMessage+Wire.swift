@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: Apache-2.0
+
+internal import CDBus
+
+extension DBusMessage {
+    /// The message in the D-Bus wire format, as a peer would receive it (libdbus's `dbus_message_marshal`).
+    ///
+    /// The wire format has no serial 0: a message not given a serial yet is written with serial 1.
+    ///
+    /// - Throws: ``DBusError`` when the message fails ``validate()`` (nothing invalid reaches libdbus) or
+    ///   libdbus runs out of memory.
+    public func marshalled() throws(DBusError) -> [UInt8] {
+        try validate()
+        let pointer = try MessageCoding.encode(self)
+        defer { dbus_message_unref(pointer) }
+        dbus_message_set_serial(pointer, serial == 0 ? 1 : serial)
+        var buffer: UnsafeMutablePointer<CChar>?
+        var length: Int32 = 0
+        guard dbus_message_marshal(pointer, &buffer, &length) != 0, let buffer else {
+            throw DBusError(.noMemory, "libdbus could not allocate memory to marshal a message")
+        }
+        defer { dbus_free(buffer) }
+        return buffer.withMemoryRebound(to: UInt8.self, capacity: Int(length)) {
+            Array(UnsafeBufferPointer(start: $0, count: Int(length)))
+        }
+    }
+
+    /// Reads a message in the D-Bus wire format (libdbus's `dbus_message_demarshal`), which checks every
+    /// byte: header fields, signature, alignment, UTF-8 of strings, nesting, lengths.
+    ///
+    /// - Parameter bytes: exactly one whole message.
+    /// - Throws: ``DBusError`` named `InvalidArgs` when the bytes are not one valid message, or the message
+    ///   carries a type SettingsBus does not hold (unix file descriptors).
+    public init(marshalled bytes: [UInt8]) throws(DBusError) {
+        // libdbus reads the length fields of the fixed 16-byte header before it validates anything.
+        guard bytes.count >= 16, bytes.count <= Int(Int32.max) else {
+            throw DBusError(.invalidArgs, "\(bytes.count) bytes are not a D-Bus message (a header alone is 16)")
+        }
+        let needed = bytes.withUnsafeBufferPointer { buffer in
+            buffer.withMemoryRebound(to: CChar.self) { dbus_message_demarshal_bytes_needed($0.baseAddress, 16) }
+        }
+        guard needed == bytes.count else {
+            throw DBusError(
+                .invalidArgs,
+                needed < 0
+                    ? "the bytes do not start with a valid D-Bus message header"
+                    : "the header says the message is \(needed) bytes long, but there are \(bytes.count)")
+        }
+        var error = CDBus.DBusError()
+        dbus_error_init(&error)
+        defer { dbus_error_free(&error) }
+        let pointer = bytes.withUnsafeBufferPointer { buffer in
+            buffer.withMemoryRebound(to: CChar.self) {
+                dbus_message_demarshal($0.baseAddress, Int32(bytes.count), &error)
+            }
+        }
+        guard let pointer else {
+            let reason = dbus_error_is_set(&error) != 0 ? String(cString: error.message) : "libdbus gave no reason"
+            throw DBusError(.invalidArgs, "not a valid D-Bus message: \(reason)")
+        }
+        defer { dbus_message_unref(pointer) }
+        self = try MessageCoding.decode(pointer)
+    }
+}
