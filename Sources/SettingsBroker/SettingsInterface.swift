@@ -31,14 +31,31 @@ public enum SettingsInterface {
                 }
             }
         }
+        /// A method answered from the store's committed state on the connection's thread (no task, no wait).
+        func immediate(
+            _ name: MemberName, _ inputs: [DBusArgument], _ outputs: [DBusArgument],
+            _ body: @escaping @Sendable (DBusMethodCall) throws(SettingsError) -> [DBusValue]
+        ) -> DBusMethod {
+            DBusMethod(
+                name: name, inputs: inputs, outputs: outputs,
+                immediate: { call in
+                    activity()
+                    do throws(SettingsError) {
+                        return try body(call)
+                    } catch {
+                        throw error.dbusError
+                    }
+                })
+        }
         let methods: [DBusMethod] = [
-            method("Get", [.init("key", .string)], [.init("value", .variant)]) { call throws(SettingsError) in
-                [.variant(try await store.get(try key(call.arguments[0])))]
+            immediate("Get", [.init("key", .string)], [.init("value", .variant)]) { call throws(SettingsError) in
+                [.variant(try store.get(try key(call.arguments[0])))]
             },
-            method("GetMany", [.init("keys", .array(.string))], [.init("values", stringMap), .init("serial", .uint64)]) {
-                call throws(SettingsError) in
+            immediate(
+                "GetMany", [.init("keys", .array(.string))], [.init("values", stringMap), .init("serial", .uint64)]
+            ) { call throws(SettingsError) in
                 let keys = try strings(call.arguments[0]).map { text throws(SettingsError) in try SettingPath(text) }
-                let (values, serial) = await store.getMany(keys)
+                let (values, serial) = store.getMany(keys)
                 return try fitting([valueMap(values), .uint64(serial)], "the values of \(keys.count) keys")
             },
             method("ReadTree", [.init("dir", .string)], [.init("values", stringMap), .init("serial", .uint64)]) {

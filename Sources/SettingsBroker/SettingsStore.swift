@@ -8,7 +8,8 @@
 // one (group commit: one fsync for many writers). When a transaction commits, its changesets are applied to
 // the committed state in serial order, the commit handler is called (the D-Bus export emits one `Changed`
 // signal per changeset) and only then are the writers answered. Reads see committed state only, so a value
-// is never visible before it is durable. If a transaction fails, every staged changeset fails with
+// is never visible before it is durable. The committed state sits behind a lock, not only the actor, so that
+// `Get` and `GetMany` can be answered on the connection's thread without a task (see `CommittedState`). If a transaction fails, every staged changeset fails with
 // `StoreFailure` and nothing of it becomes visible. Costs do not depend on the store's size: a commit
 // touches only the rows it changes.
 
@@ -17,21 +18,18 @@ public import SettingsModel
 
 /// The broker's settings: values and schemas in memory for reads, persisted in SQLite with group commit.
 public actor SettingsStore {
-    struct UserValue {
-        var value: DBusValue
-        var serial: UInt64
-    }
+    typealias UserValue = CommittedState.UserValue
 
     /// The store file (its condition and backup are reported by `status()`).
     let persistence: StorePersistence
-    private var values: [SettingPath: UserValue] = [:]
-    private var schemas: [SettingPath: SettingSchema] = [:]
+    /// Values, schemas and serial as of the last commit. The actor is its only writer, in `commitToMemory`.
+    private let committed: Locked<CommittedState>
     /// Serials of resets, so compare-and-set sees a removal as a change.
     private var resetSerials: [SettingPath: UInt64] = [:]
     /// Keys unseen since start-up count as changed at this serial (resets before start-up are not kept).
     private let baselineSerial: UInt64
     /// The serial of the last commit.
-    public private(set) var serial: UInt64
+    public var serial: UInt64 { committed.withLock { $0.serial } }
     private var nextSerial: UInt64
 
     private var stagedValues: [SettingPath: (value: DBusValue?, serial: UInt64)] = [:]
@@ -50,7 +48,6 @@ public actor SettingsStore {
     private init(persistence: StorePersistence, contents: StorePersistence.Contents) {
         self.persistence = persistence
         self.path = persistence.path
-        self.serial = contents.serial
         self.nextSerial = contents.serial + 1
         self.baselineSerial = contents.serial
         self.unreadable = contents.unreadable
@@ -60,13 +57,12 @@ public actor SettingsStore {
             guard let key = try? SettingPath(path) else { continue }
             values[key] = UserValue(value: entry.value, serial: entry.serial)
         }
-        self.values = values
         var schemas: [SettingPath: SettingSchema] = [:]
         for (path, schema) in contents.schemas {
             guard let key = try? SettingPath(path) else { continue }
             schemas[key] = schema
         }
-        self.schemas = schemas
+        self.committed = Locked(CommittedState(values: values, schemas: schemas, serial: contents.serial))
     }
 
     /// Opens the store file (creating it if needed) and reads it into memory.
@@ -84,10 +80,10 @@ public actor SettingsStore {
     }
 
     /// The number of keys that have a user value.
-    public var userValueCount: Int { values.count }
+    public var userValueCount: Int { committed.withLock { $0.values.count } }
 
     /// The number of registered schemas.
-    public var schemaCount: Int { schemas.count }
+    public var schemaCount: Int { committed.withLock { $0.schemas.count } }
 
     // MARK: - Writing
 
@@ -246,54 +242,55 @@ public actor SettingsStore {
     }
 
     private func commitToMemory(_ changeset: ResolvedChangeset) -> CommittedChange? {
-        serial = changeset.serial
-        var changedKeys = changeset.writes.map(\.key)
-        for (key, schema) in changeset.registrations {
-            // A schema of another type than the stored value's makes Get return the default instead: watchers
-            // hear of that as of a write. A default appearing for a key without a value is not announced: a
-            // client already shows its own default for an absent key, and would repeat it.
-            let before = effectiveValue(key)
-            schemas[key] = schema
-            if before != nil, effectiveValue(key) != before, !changedKeys.contains(key) { changedKeys.append(key) }
-        }
-        guard !changedKeys.isEmpty else { return nil }
-        var change = CommittedChange(
-            path: SettingLocation.enclosing(changedKeys) ?? .directory(.root), values: [:],
-            removed: [], secretKeys: [], serial: changeset.serial, origin: changeset.origin)
         for (key, value) in changeset.writes {
-            if let value {
-                values[key] = UserValue(value: value, serial: changeset.serial)
-                resetSerials[key] = nil
-            } else {
-                values[key] = nil
-                resetSerials[key] = changeset.serial
-            }
+            resetSerials[key] = value == nil ? changeset.serial : nil
         }
-        for key in changedKeys {
-            if schemas[key]?.isSecret == true {
-                change.secretKeys.append(key.rawValue)
-            } else if let effective = effectiveValue(key) {
-                change.values[key.rawValue] = effective
-            } else {
-                change.removed.append(key.rawValue)
+        return committed.withLock { state in
+            state.serial = changeset.serial
+            var changedKeys = changeset.writes.map(\.key)
+            for (key, schema) in changeset.registrations {
+                // A schema of another type than the stored value's makes Get return the default instead:
+                // watchers hear of that as of a write. A default appearing for a key without a value is not
+                // announced: a client already shows its own default for an absent key, and would repeat it.
+                let before = state.effectiveValue(key)
+                state.schemas[key] = schema
+                if before != nil, state.effectiveValue(key) != before, !changedKeys.contains(key) {
+                    changedKeys.append(key)
+                }
             }
+            guard !changedKeys.isEmpty else { return nil }
+            var change = CommittedChange(
+                path: SettingLocation.enclosing(changedKeys) ?? .directory(.root), values: [:],
+                removed: [], secretKeys: [], serial: changeset.serial, origin: changeset.origin)
+            for (key, value) in changeset.writes {
+                state.values[key] = value.map { UserValue(value: $0, serial: changeset.serial) }
+            }
+            for key in changedKeys {
+                if state.schemas[key]?.isSecret == true {
+                    change.secretKeys.append(key.rawValue)
+                } else if let effective = state.effectiveValue(key) {
+                    change.values[key.rawValue] = effective
+                } else {
+                    change.removed.append(key.rawValue)
+                }
+            }
+            return change
         }
-        return change
     }
 
     // MARK: - Staged view (for validation)
 
     private func currentSchema(_ key: SettingPath) -> SettingSchema? {
-        stagedSchemas[key] ?? schemas[key]
+        stagedSchemas[key] ?? committed.withLock { $0.schemas[key] }
     }
 
     private func currentUserValue(_ key: SettingPath) -> DBusValue? {
         if let staged = stagedValues[key] { return staged.value }
-        return values[key]?.value
+        return committed.withLock { $0.values[key]?.value }
     }
 
     private func userKeys(under directory: SettingDirectory) -> [SettingPath] {
-        var keys = Set(values.keys.filter { directory.contains($0) })
+        var keys = Set(committed.withLock { $0.values.keys.filter { directory.contains($0) } })
         for (key, staged) in stagedValues where directory.contains(key) {
             if staged.value == nil { keys.remove(key) } else { keys.insert(key) }
         }
@@ -301,7 +298,7 @@ public actor SettingsStore {
     }
 
     private func lastChange(of key: SettingPath) -> UInt64 {
-        stagedValues[key]?.serial ?? values[key]?.serial ?? resetSerials[key] ?? baselineSerial
+        stagedValues[key]?.serial ?? committed.withLock { $0.values[key]?.serial } ?? resetSerials[key] ?? baselineSerial
     }
 
     /// Why a directory counts as changed after a serial, or nil if nothing below it changed.
@@ -313,7 +310,10 @@ public actor SettingsStore {
         for (key, staged) in stagedValues where directory.contains(key) && staged.serial > ifSerial {
             return "\(key) under \(directory) changed at serial \(staged.serial), after serial \(ifSerial)"
         }
-        for (key, user) in values where directory.contains(key) && user.serial > ifSerial {
+        let changed = committed.withLock { state in
+            state.values.first { key, user in directory.contains(key) && user.serial > ifSerial }
+        }
+        if let (key, user) = changed {
             return "\(key) under \(directory) changed at serial \(user.serial), after serial \(ifSerial)"
         }
         for (key, reset) in resetSerials where directory.contains(key) && reset > ifSerial {
@@ -325,37 +325,46 @@ public actor SettingsStore {
     // MARK: - Reading (committed state)
 
     /// The effective value: a user value of the registered type, else the registered default.
-    func effectiveValue(_ key: SettingPath) -> DBusValue? {
-        let schema = schemas[key]
-        if let user = values[key], schema == nil || schema!.type == user.value.type { return user.value }
-        return schema?.defaultValue
+    nonisolated func effectiveValue(_ key: SettingPath) -> DBusValue? {
+        committed.withLock { $0.effectiveValue(key) }
     }
 
     /// The effective value of a key.
     ///
+    /// Reads only the committed state, under its lock, so it may be called from any thread without waiting
+    /// for the actor (the interface answers `Get` on the connection's thread).
+    ///
     /// - Throws: ``SettingsError`` `UnknownKey` when the key has neither a user value nor a default.
-    public func get(_ key: SettingPath) throws(SettingsError) -> DBusValue {
+    public nonisolated func get(_ key: SettingPath) throws(SettingsError) -> DBusValue {
         guard let value = effectiveValue(key) else {
             throw .unknownKey("\(key) has no value and no registered default")
         }
         return value
     }
 
-    /// The effective values of several keys (keys without one are left out) and the current serial.
-    public func getMany(_ keys: [SettingPath]) -> (values: [String: DBusValue], serial: UInt64) {
-        var result: [String: DBusValue] = [:]
-        for key in keys { if let value = effectiveValue(key) { result[key.rawValue] = value } }
-        return (result, serial)
+    /// The effective values of several keys (keys without one are left out) and the serial they were read at.
+    ///
+    /// Like ``get(_:)``, callable from any thread.
+    public nonisolated func getMany(_ keys: [SettingPath]) -> (values: [String: DBusValue], serial: UInt64) {
+        committed.withLock { state in
+            var result: [String: DBusValue] = [:]
+            for key in keys { if let value = state.effectiveValue(key) { result[key.rawValue] = value } }
+            return (result, state.serial)
+        }
     }
 
     /// Every key with an effective value below a directory, and the current serial.
     public func readTree(_ directory: SettingDirectory) -> (values: [String: DBusValue], serial: UInt64) {
-        var result: [String: DBusValue] = [:]
-        for key in values.keys where directory.contains(key) { result[key.rawValue] = effectiveValue(key) }
-        for key in schemas.keys where directory.contains(key) && result[key.rawValue] == nil {
-            result[key.rawValue] = effectiveValue(key)
+        committed.withLock { state in
+            var result: [String: DBusValue] = [:]
+            for key in state.values.keys where directory.contains(key) {
+                result[key.rawValue] = state.effectiveValue(key)
+            }
+            for key in state.schemas.keys where directory.contains(key) && result[key.rawValue] == nil {
+                result[key.rawValue] = state.effectiveValue(key)
+            }
+            return (result, state.serial)
         }
-        return (result, serial)
     }
 
     /// The direct children of a directory: key names, and subdirectory names ending in `/`, sorted.
@@ -371,8 +380,10 @@ public actor SettingsStore {
                 names.insert(String(decoding: rest, as: UTF8.self))
             }
         }
-        for key in values.keys { add(key) }
-        for key in schemas.keys { add(key) }
+        committed.withLock { state in
+            for key in state.values.keys { add(key) }
+            for key in state.schemas.keys { add(key) }
+        }
         return names.sorted()
     }
 
@@ -380,14 +391,39 @@ public actor SettingsStore {
     ///
     /// - Throws: ``SettingsError`` `UnknownKey` when the key has neither a user value nor a schema.
     public func describe(_ key: SettingPath) throws(SettingsError) -> KeyDescription {
-        let schema = schemas[key]
-        let user = values[key]
+        let (schema, user, effective) = committed.withLock { state in
+            (state.schemas[key], state.values[key], state.effectiveValue(key))
+        }
         guard schema != nil || user != nil else {
             throw .unknownKey("\(key) has no value and no registered schema")
         }
         return KeyDescription(
-            key: key, schema: schema, userValue: user?.value, effectiveValue: effectiveValue(key),
+            key: key, schema: schema, userValue: user?.value, effectiveValue: effective,
             lastChange: user?.serial ?? resetSerials[key], writable: true)
+    }
+}
+
+/// The committed values, schemas and serial of a ``SettingsStore``.
+///
+/// It sits behind a lock so that reads from memory (`Get`, `GetMany`) can be answered on the connection's
+/// thread, without a task and the two thread wake-ups one costs; the store's actor is its only writer and
+/// mutates it in place, so no copy of the dictionaries is ever made.
+struct CommittedState {
+    struct UserValue {
+        var value: DBusValue
+        var serial: UInt64
+    }
+
+    var values: [SettingPath: UserValue]
+    var schemas: [SettingPath: SettingSchema]
+    /// The serial of the last commit.
+    var serial: UInt64
+
+    /// The effective value: a user value of the registered type, else the registered default.
+    func effectiveValue(_ key: SettingPath) -> DBusValue? {
+        let schema = schemas[key]
+        if let user = values[key], schema == nil || schema!.type == user.value.type { return user.value }
+        return schema?.defaultValue
     }
 }
 

@@ -111,7 +111,7 @@ struct StoreBackupTests {
         #expect(store.condition.health == .readOnly)
         #expect(store.condition.problem?.contains("has store format 99") == true)
         #expect(store.condition.source == .store)
-        #expect(try await store.get(try SettingPath("/test/format/a")) == .string("kept"))
+        #expect(try store.get(try SettingPath("/test/format/a")) == .string("kept"))
         await #expect(throws: SettingsError.storeFailure("")) { _ = try await Self.set(store, "/test/format/a", .string("x")) }
         #expect(FileManager.default.contents(atPath: directory.store) == before)
         #expect(directory.damagedFiles().isEmpty)

@@ -54,16 +54,57 @@ extension ConnectionLoop {
         }
         let outputs = Signature(types: method.outputs.map(\.type))
         let call = DBusMethodCall(message: message)
+        if let immediate = method.immediateHandler {
+            let reply = Self.reply(to: message, outputs: outputs) { try immediate(call) }
+            if !message.noReplyExpected { send(reply) }
+            return
+        }
         let handler = method.handler
         respond(to: message) {
             let values = try await handler(call)
-            guard Signature(types: values.map(\.type)) == outputs else {
-                throw DBusError(
-                    .failed,
-                    "the handler of \(call.message.member!) returned '\(Signature(types: values.map(\.type)))' instead of '\(outputs)'")
-            }
+            try Self.check(values, of: message, against: outputs)
             return values
         }
+    }
+
+    /// Checks a handler's results against the method's output types.
+    private static func check(_ values: [DBusValue], of message: DBusMessage, against outputs: Signature) throws {
+        guard Signature(types: values.map(\.type)) == outputs else {
+            throw DBusError(
+                .failed,
+                "the handler of \(message.member!) returned '\(Signature(types: values.map(\.type)))' instead of '\(outputs)'")
+        }
+    }
+
+    /// The reply to `message`: the values `body` returns, when they are of the output types and can be sent, or
+    /// the error it throws.
+    private static func reply(
+        to message: DBusMessage, outputs: Signature, _ body: () throws -> [DBusValue]
+    ) -> DBusMessage {
+        do {
+            let values = try body()
+            try check(values, of: message, against: outputs)
+            return validReply(to: message, values)
+        } catch {
+            return errorReply(to: message, error)
+        }
+    }
+
+    /// A method return carrying `values`, or an error saying why they cannot be sent.
+    private static func validReply(to message: DBusMessage, _ values: [DBusValue]) -> DBusMessage {
+        let candidate = DBusMessage.methodReturn(to: message, body: values)
+        do {
+            try candidate.validate()
+            return candidate
+        } catch {
+            return .error(replyingTo: message, DBusError(.failed, "invalid reply: \(error.message)"))
+        }
+    }
+
+    /// The error reply for an error a handler threw.
+    private static func errorReply(to message: DBusMessage, _ error: any Error) -> DBusMessage {
+        if let error = error as? DBusError { return .error(replyingTo: message, sendable(error)) }
+        return .error(replyingTo: message, DBusError(.failed, String(describing: error)))
     }
 
     /// Runs `body` as a task and sends its values, or its error, as the reply to `message`.
@@ -71,18 +112,9 @@ extension ConnectionLoop {
         Task { [self] in
             let reply: DBusMessage
             do {
-                let values = try await body()
-                var candidate = DBusMessage.methodReturn(to: message, body: values)
-                do { try candidate.validate() } catch let error as DBusError {
-                    candidate = .error(replyingTo: message, DBusError(.failed, "invalid reply: \(error.message)"))
-                } catch {
-                    candidate = .error(replyingTo: message, DBusError(.failed, "invalid reply: \(error)"))
-                }
-                reply = candidate
-            } catch let error as DBusError {
-                reply = .error(replyingTo: message, ConnectionLoop.sendable(error))
+                reply = Self.validReply(to: message, try await body())
             } catch {
-                reply = .error(replyingTo: message, DBusError(.failed, String(describing: error)))
+                reply = Self.errorReply(to: message, error)
             }
             guard !message.noReplyExpected else { return }
             enqueue { $0.send(reply) }
