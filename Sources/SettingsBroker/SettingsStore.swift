@@ -51,18 +51,8 @@ public actor SettingsStore {
         self.nextSerial = contents.serial + 1
         self.baselineSerial = contents.serial
         self.unreadable = contents.unreadable
-        var values: [SettingPath: UserValue] = [:]
-        values.reserveCapacity(contents.values.count)
-        for (path, entry) in contents.values {
-            guard let key = try? SettingPath(path) else { continue }
-            values[key] = UserValue(value: entry.value, serial: entry.serial)
-        }
-        var schemas: [SettingPath: SettingSchema] = [:]
-        for (path, schema) in contents.schemas {
-            guard let key = try? SettingPath(path) else { continue }
-            schemas[key] = schema
-        }
-        self.committed = Locked(CommittedState(values: values, schemas: schemas, serial: contents.serial))
+        self.committed = Locked(
+            CommittedState(values: contents.values, schemas: contents.schemas, serial: contents.serial))
     }
 
     /// Opens the store file (creating it if needed) and reads it into memory.

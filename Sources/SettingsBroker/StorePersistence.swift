@@ -108,8 +108,8 @@ final class StorePersistence: Sendable {
     /// Everything in the store, as read at start-up.
     struct Contents {
         var serial: UInt64 = 0
-        var values: [String: (value: DBusValue, serial: UInt64)] = [:]
-        var schemas: [String: SettingSchema] = [:]
+        var values: [SettingPath: CommittedState.UserValue] = [:]
+        var schemas: [SettingPath: SettingSchema] = [:]
         /// Rows that could not be read, kept untouched in the file, with the reason.
         var unreadable: [(path: String, reason: String)] = []
     }
@@ -136,13 +136,22 @@ final class StorePersistence: Sendable {
         contents.serial = try UInt64.fetchOne(db, sql: "SELECT value FROM meta WHERE name = 'serial'") ?? 0
         // Sized once: growing a dictionary of 100,000 keys step by step rehashes it many times.
         contents.values.reserveCapacity(try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM settings") ?? 0)
+        // A store holds few distinct types: each type's text is parsed once.
+        var types: [String: DBusType] = [:]
         let rows = try Row.fetchCursor(db, sql: "SELECT path, type, value, serial FROM settings")
         while let row = try rows.next() {
             let path: String = row[0]
             do {
-                let type = try DBusType(parsing: row[1])
+                let typeText: String = row[1]
+                let type: DBusType
+                if let known = types[typeText] {
+                    type = known
+                } else {
+                    type = try DBusType(parsing: typeText)
+                    types[typeText] = type
+                }
                 let value = try GVariantText.parse(row[2], as: type)
-                contents.values[path] = (value, row[3])
+                contents.values[try SettingPath(path)] = CommittedState.UserValue(value: value, serial: row[3])
             } catch {
                 contents.unreadable.append((path, "\(error)"))
             }
@@ -153,7 +162,7 @@ final class StorePersistence: Sendable {
         while let row = try schemaRows.next() {
             let path: String = row[0]
             do {
-                contents.schemas[path] = try StorePersistence.schema(from: row)
+                contents.schemas[try SettingPath(path)] = try StorePersistence.schema(from: row)
             } catch {
                 contents.unreadable.append((path, "schema: \(error)"))
             }

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
+import Glibc
+
 /// A D-Bus value of any type that SettingsBus carries (every type but unix file descriptors).
 ///
 /// Containers carry their element types, so an empty array still has a complete type:
@@ -83,10 +85,23 @@ public indirect enum DBusValue: Sendable, Hashable {
     public static let maximumTotalDepth = 64
 
     private func validate(totalDepth: Int) throws(DBusError) {
-        do { _ = try Signature(type.signatureText) } catch {
-            throw DBusError(.invalidArgs, "value of an invalid type: \(error.message)")
+        // Every basic type, and `v`, is a valid signature by itself; only a container's type can be invalid.
+        if case .variant = self {
+        } else if !type.isBasic {
+            do { _ = try Signature(type.signatureText) } catch {
+                throw DBusError(.invalidArgs, "value of an invalid type: \(error.message)")
+            }
         }
         try validateContents(totalDepth: totalDepth)
+    }
+
+    /// Whether the text holds a NUL byte, with one `memchr` over a native string's bytes.
+    private static func containsNUL(_ text: String) -> Bool {
+        var text = text
+        return text.withUTF8 { bytes in
+            guard let base = bytes.baseAddress else { return false }
+            return memchr(base, 0, bytes.count) != nil
+        }
     }
 
     private func validateContents(totalDepth: Int) throws(DBusError) {
@@ -95,7 +110,7 @@ public indirect enum DBusValue: Sendable, Hashable {
         }
         switch self {
         case .string(let text):
-            guard !text.utf8.contains(0) else {
+            guard !Self.containsNUL(text) else {
                 throw DBusError(.invalidArgs, "D-Bus strings cannot contain a NUL character")
             }
         case .signature(let signature):
