@@ -95,9 +95,6 @@ public final class BrokerService: Service, Sendable {
         } catch {
             throw StartError(description: error.message)
         }
-        // Reading the store allocated and freed as much again as it keeps (rows, text, parse trees); glibc
-        // holds freed pages for reuse unless asked to return them.
-        _ = mallocTrim(0)
         log(store.condition)
         for row in store.unreadable {
             logger.error(
@@ -253,8 +250,3 @@ private func monotonicNanoseconds() -> Int64 {
 private enum BrokerClock {
     static let origin = ContinuousClock().now
 }
-
-/// glibc's `int malloc_trim(size_t pad)` (`<malloc.h>`, which the Glibc module does not include): returns the
-/// free memory of every arena to the system.
-@_silgen_name("malloc_trim")
-private func mallocTrim(_ pad: Int) -> Int32
