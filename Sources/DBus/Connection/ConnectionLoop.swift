@@ -296,10 +296,10 @@ final class ConnectionLoop: @unchecked Sendable {
                 },
                 context, nil) != 0
         else { return false }
-        dbus_connection_set_wakeup_main_function(
-            pointer,
-            { data in Unmanaged<ConnectionLoop>.fromOpaque(data!).takeUnretainedValue().wake() },
-            context, nil)
+        // No wake-up function: libdbus calls it when it queues a message or changes its dispatch status, which
+        // happens only inside libdbus calls made on the loop thread, and after each of those the loop dispatches
+        // and polls the watches afresh. Waking it through the eventfd cost a write, a read and a poll for every
+        // message sent.
         return true
     }
 
