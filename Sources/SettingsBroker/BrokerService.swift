@@ -101,7 +101,7 @@ public final class BrokerService: Service, Sendable {
                 "a stored entry could not be read and is kept untouched",
                 metadata: ["key": "\(row.path)", "reason": "\(row.reason)", "store": "\(store.path)"])
         }
-        await store.setCommitHandler { [logger] changes in
+        store.setCommitHandler { [logger] changes in
             for change in changes {
                 do { try connection.send(SettingsInterface.changedSignal(change)) } catch {
                     logger.error("cannot emit Changed", metadata: ["serial": "\(change.serial)", "error": "\(error)"])
@@ -109,7 +109,7 @@ public final class BrokerService: Service, Sendable {
             }
         }
         if store.condition.isWritable {
-            store.persistence.backup.start(interval: configuration.backupInterval, serial: await store.serial) {
+            store.persistence.backup.start(interval: configuration.backupInterval, serial: store.serial) {
                 [logger] event in
                 switch event {
                 case .written(let serial, let duration):
@@ -130,7 +130,7 @@ public final class BrokerService: Service, Sendable {
         guard reply == [.uint32(1)] else {
             throw StartError(description: "\(name) is already owned: another settings-broker is running on this bus")
         }
-        let (serial, keys, schemas) = (await store.serial, await store.userValueCount, await store.schemaCount)
+        let (serial, keys, schemas) = (store.serial, store.userValueCount, store.schemaCount)
         logger.info(
             "serving",
             metadata: [
@@ -150,7 +150,7 @@ public final class BrokerService: Service, Sendable {
                 member: "ReleaseName", arguments: [.string(name.rawValue)], timeout: .seconds(5))
         }
         await connection.close()
-        let finalSerial = await store.serial
+        let finalSerial = store.serial
         logger.info("stopped", metadata: ["serial": "\(finalSerial)"])
     }
 

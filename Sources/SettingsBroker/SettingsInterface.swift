@@ -47,6 +47,24 @@ public enum SettingsInterface {
                     }
                 })
         }
+        /// A write validated and staged on the connection's thread, and answered by the store's commit queue.
+        func write(
+            _ name: MemberName, _ inputs: [DBusArgument],
+            _ changeset: @escaping @Sendable (DBusMethodCall) throws(SettingsError) -> Changeset
+        ) -> DBusMethod {
+            DBusMethod(
+                name: name, inputs: inputs, outputs: [.init("serial", .uint64)],
+                deferred: { call, reply in
+                    activity()
+                    do throws(SettingsError) {
+                        store.submit(try changeset(call)) { result in
+                            reply.send(result.map { [.uint64($0)] }.mapError { $0.dbusError })
+                        }
+                    } catch {
+                        reply.send(.failure(error.dbusError))
+                    }
+                })
+        }
         let methods: [DBusMethod] = [
             immediate("Get", [.init("key", .string)], [.init("value", .variant)]) { call throws(SettingsError) in
                 [.variant(try store.get(try key(call.arguments[0])))]
@@ -61,31 +79,32 @@ public enum SettingsInterface {
             method("ReadTree", [.init("dir", .string)], [.init("values", stringMap), .init("serial", .uint64)]) {
                 call throws(SettingsError) in
                 let dir = try directory(call.arguments[0])
-                let (values, serial) = await store.readTree(dir)
+                let (values, serial) = store.readTree(dir)
                 return try fitting([valueMap(values), .uint64(serial)], "the values under \(dir)")
             },
             method("List", [.init("dir", .string)], [.init("children", .array(.string))]) { call throws(SettingsError) in
                 let dir = try directory(call.arguments[0])
-                return try fitting([.array(.string, await store.list(dir).map(DBusValue.string))], "the children of \(dir)")
+                return try fitting([.array(.string, store.list(dir).map(DBusValue.string))], "the children of \(dir)")
             },
-            method("Set", [.init("key", .string), .init("value", .variant)], [.init("serial", .uint64)]) {
-                call throws(SettingsError) in
-                guard case .variant(let value) = call.arguments[1] else { return [] }
-                let changeset = Changeset(sets: [(try key(call.arguments[0]), value)], origin: origin(call))
-                return [.uint64(try await store.apply(changeset))]
+            write("Set", [.init("key", .string), .init("value", .variant)]) { call throws(SettingsError) in
+                guard case .variant(let value) = call.arguments[1] else {
+                    throw .invalidValue("Set takes a variant as its second argument")
+                }
+                return Changeset(sets: [(try key(call.arguments[0]), value)], origin: origin(call))
             },
-            method("SetFromString", [.init("key", .string), .init("text", .string)], [.init("serial", .uint64)]) {
-                call throws(SettingsError) in
+            write("SetFromString", [.init("key", .string), .init("text", .string)]) { call throws(SettingsError) in
                 let key = try key(call.arguments[0])
-                guard case .string(let text) = call.arguments[1] else { return [] }
-                let registered = try? await store.describe(key).schema?.type
+                guard case .string(let text) = call.arguments[1] else {
+                    throw .invalidValue("SetFromString takes a string as its second argument")
+                }
+                let registered = try? store.describe(key).schema?.type
                 let value: DBusValue
                 do throws(GVariantTextError) {
                     value = try GVariantText.parse(text, as: registered)
                 } catch {
                     throw error.settingsError(for: key)
                 }
-                return [.uint64(try await store.apply(Changeset(sets: [(key, value)], origin: origin(call))))]
+                return Changeset(sets: [(key, value)], origin: origin(call))
             },
             method(
                 "Apply", [.init("set", stringMap), .init("reset", .array(.string)), .init("options", stringMap)],
@@ -109,10 +128,11 @@ public enum SettingsInterface {
                 }
                 return [.uint64(try await store.apply(changeset))]
             },
-            method("Reset", [.init("keyOrDir", .string)], [.init("serial", .uint64)]) { call throws(SettingsError) in
-                guard case .string(let text) = call.arguments[0] else { return [] }
-                let changeset = Changeset(resets: [try SettingLocation(text)], origin: origin(call))
-                return [.uint64(try await store.apply(changeset))]
+            write("Reset", [.init("keyOrDir", .string)]) { call throws(SettingsError) in
+                guard case .string(let text) = call.arguments[0] else {
+                    throw .invalidKey("Reset takes a key or directory string")
+                }
+                return Changeset(resets: [try SettingLocation(text)], origin: origin(call))
             },
             method(
                 "Register",
@@ -127,10 +147,10 @@ public enum SettingsInterface {
                 return []
             },
             method("Describe", [.init("key", .string)], [.init("description", stringMap)]) { call throws(SettingsError) in
-                [SchemaCoding.describe(try await store.describe(try key(call.arguments[0])))]
+                [SchemaCoding.describe(try store.describe(try key(call.arguments[0])))]
             },
             method("Status", [], [.init("status", stringMap)]) { _ throws(SettingsError) in
-                [valueMap(await store.status())]
+                [valueMap(store.status())]
             },
         ]
         return DBusInterface(
@@ -145,7 +165,7 @@ public enum SettingsInterface {
                     ])
             ],
             properties: [
-                DBusProperty(name: "Serial", type: .uint64, changeSignal: .none) { .uint64(await store.serial) },
+                DBusProperty(name: "Serial", type: .uint64, changeSignal: .none) { .uint64(store.serial) },
                 DBusProperty(name: "Version", type: .uint32, changeSignal: .constant) { .uint32(version) },
             ])
     }

@@ -5,7 +5,7 @@ import Foundation
 
 extension SettingsStore {
     /// How the store file was opened: healthy, recovered, or read-only, and why.
-    public nonisolated var condition: StoreCondition { persistence.condition }
+    public var condition: StoreCondition { persistence.condition }
 
     /// The store file, its backup and its connection.
     nonisolated var storePersistence: StorePersistence { persistence }

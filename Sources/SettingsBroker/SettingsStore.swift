@@ -2,57 +2,68 @@
 
 // Design note: how a write becomes durable.
 //
-// `apply` validates a changeset against the staged view (committed state overlaid with changesets accepted
-// but not yet committed), gives it the next serial, stages it and suspends the writer. At most one SQLite
-// transaction is in flight; changesets that arrive meanwhile accumulate and are written together by the next
-// one (group commit: one fsync for many writers). When a transaction commits, its changesets are applied to
-// the committed state in serial order, the commit handler is called (the D-Bus export emits one `Changed`
+// `submit` validates a changeset against the staged view (committed state overlaid with changesets accepted
+// but not yet committed), gives it the next serial and stages it. At most one SQLite transaction is in flight,
+// on the store's commit queue; changesets that arrive meanwhile accumulate and are written together by the
+// next one (group commit: one fsync for many writers). When a transaction commits, its changesets are applied
+// to the committed state in serial order, the commit handler is called (the D-Bus export emits one `Changed`
 // signal per changeset) and only then are the writers answered. Reads see committed state only, so a value
-// is never visible before it is durable. The committed state sits behind a lock, not only the actor, so that
-// `Get` and `GetMany` can be answered on the connection's thread without a task (see `CommittedState`). If a transaction fails, every staged changeset fails with
+// is never visible before it is durable. If a transaction fails, every staged changeset fails with
 // `StoreFailure` and nothing of it becomes visible. Costs do not depend on the store's size: a commit
 // touches only the rows it changes.
+//
+// The store is a class with two locks rather than an actor, so that the D-Bus export can validate a `Set` and
+// read a `Get` on the connection's own thread, and the commit queue can answer writers straight back to the
+// connection: a durable `Set` then wakes two threads (the commit queue, then the connection's) where an actor
+// and its tasks woke seven. Lock order: `writer`, then `committed`; neither is held while calling out.
 
 public import DBus
+import Dispatch
 public import SettingsModel
 
 /// The broker's settings: values and schemas in memory for reads, persisted in SQLite with group commit.
-public actor SettingsStore {
+public final class SettingsStore: Sendable {
     typealias UserValue = CommittedState.UserValue
+    /// What a writer is told once its changeset is committed, or why it was not.
+    public typealias Completion = @Sendable (Result<UInt64, SettingsError>) -> Void
 
     /// The store file (its condition and backup are reported by `status()`).
     let persistence: StorePersistence
-    /// Values, schemas and serial as of the last commit. The actor is its only writer, in `commitToMemory`.
+    /// Values, schemas and serial as of the last commit; written only by the commit queue.
     private let committed: Locked<CommittedState>
-    /// Serials of resets, so compare-and-set sees a removal as a change.
-    private var resetSerials: [SettingPath: UInt64] = [:]
+    /// Staging, the changesets waiting for a commit, and what the commit queue is doing.
+    private let writer: Locked<WriterState>
+    /// Runs the SQLite transactions, one at a time.
+    private let commitQueue = DispatchQueue(label: "settings-store-commit")
     /// Keys unseen since start-up count as changed at this serial (resets before start-up are not kept).
     private let baselineSerial: UInt64
-    /// The serial of the last commit.
-    public var serial: UInt64 { committed.withLock { $0.serial } }
-    private var nextSerial: UInt64
-
-    private var stagedValues: [SettingPath: (value: DBusValue?, serial: UInt64)] = [:]
-    private var stagedSchemas: [SettingPath: SettingSchema] = [:]
-    private var accumulating: [(changeset: ResolvedChangeset, waiter: CheckedContinuation<UInt64, any Error>)] = []
-    private var commitInFlight = false
-    private var closed = false
-    private var idleWaiters: [CheckedContinuation<Void, Never>] = []
-    private var commitHandler: @Sendable ([CommittedChange]) -> Void = { _ in }
 
     /// The store file.
-    public nonisolated let path: String
+    public let path: String
     /// Rows of the store file that could not be read at start-up (kept untouched), with the reason.
-    public nonisolated let unreadable: [(path: String, reason: String)]
+    public let unreadable: [(path: String, reason: String)]
+
+    private struct WriterState {
+        var nextSerial: UInt64
+        /// Serials of resets, so compare-and-set sees a removal as a change.
+        var resetSerials: [SettingPath: UInt64] = [:]
+        var stagedValues: [SettingPath: (value: DBusValue?, serial: UInt64)] = [:]
+        var stagedSchemas: [SettingPath: SettingSchema] = [:]
+        var accumulating: [(changeset: ResolvedChangeset, completion: Completion)] = []
+        var commitInFlight = false
+        var closed = false
+        var idleWaiters: [@Sendable () -> Void] = []
+        var commitHandler: @Sendable ([CommittedChange]) -> Void = { _ in }
+    }
 
     private init(persistence: StorePersistence, contents: StorePersistence.Contents) {
         self.persistence = persistence
         self.path = persistence.path
-        self.nextSerial = contents.serial + 1
         self.baselineSerial = contents.serial
         self.unreadable = contents.unreadable
         self.committed = Locked(
             CommittedState(values: contents.values, schemas: contents.schemas, serial: contents.serial))
+        self.writer = Locked(WriterState(nextSerial: contents.serial + 1))
     }
 
     /// Opens the store file (creating it if needed) and reads it into memory.
@@ -64,10 +75,14 @@ public actor SettingsStore {
         return SettingsStore(persistence: persistence, contents: contents)
     }
 
-    /// Sets the function called, in serial order, with what each commit changed, before writers are answered.
+    /// Sets the function called on the commit queue, in serial order, with what each commit changed, before
+    /// writers are answered.
     public func setCommitHandler(_ handler: @escaping @Sendable ([CommittedChange]) -> Void) {
-        commitHandler = handler
+        writer.withLock { $0.commitHandler = handler }
     }
+
+    /// The serial of the last commit.
+    public var serial: UInt64 { committed.withLock { $0.serial } }
 
     /// The number of keys that have a user value.
     public var userValueCount: Int { committed.withLock { $0.values.count } }
@@ -86,46 +101,73 @@ public actor SettingsStore {
     ///   value; `SchemaConflict`; `Conflict` for a failed compare-and-set; `StoreFailure` when the commit
     ///   fails. A refused changeset stores nothing.
     public func apply(_ changeset: Changeset) async throws(SettingsError) -> UInt64 {
-        guard !closed else { throw .storeFailure("the broker is shutting down; retry in a moment") }
-        let resolved = try resolve(changeset)
-        guard !resolved.writes.isEmpty || !resolved.registrations.isEmpty else { return nextSerial - 1 }
-        nextSerial += 1
-        for write in resolved.writes {
-            stagedValues[write.key] = (write.value, resolved.serial)
+        try await handOff { deliver in submit(changeset, completion: deliver) }.get()
+    }
+
+    /// ``apply(_:)`` without waiting: validates and stages the changeset at once, on the calling thread, and
+    /// calls `completion` when it is committed (on the commit queue) or at once when it is refused.
+    ///
+    /// It never blocks on the disk, so the D-Bus export calls it on the connection's thread.
+    public func submit(_ changeset: Changeset, completion: @escaping Completion) {
+        enum Outcome {
+            case answered(Result<UInt64, SettingsError>)
+            case queued(startCommit: Bool)
         }
-        for registration in resolved.registrations {
-            stagedSchemas[registration.key] = registration.schema
-        }
-        do {
-            return try await withCheckedThrowingContinuation { waiter in
-                accumulating.append((resolved, waiter))
-                startCommitIfIdle()
+        let outcome: Outcome = writer.withLock { state in
+            guard !state.closed else {
+                return .answered(.failure(.storeFailure("the broker is shutting down; retry in a moment")))
             }
-        } catch let error as SettingsError {
-            throw error
-        } catch {
-            throw .storeFailure("the commit failed: \(error)")
+            let resolved: ResolvedChangeset
+            do throws(SettingsError) {
+                resolved = try resolve(changeset, state)
+            } catch {
+                return .answered(.failure(error))
+            }
+            guard !resolved.writes.isEmpty || !resolved.registrations.isEmpty else {
+                return .answered(.success(state.nextSerial - 1))
+            }
+            state.nextSerial += 1
+            for write in resolved.writes {
+                state.stagedValues[write.key] = (write.value, resolved.serial)
+            }
+            for registration in resolved.registrations {
+                state.stagedSchemas[registration.key] = registration.schema
+            }
+            state.accumulating.append((resolved, completion))
+            guard !state.commitInFlight else { return .queued(startCommit: false) }
+            state.commitInFlight = true
+            return .queued(startCommit: true)
+        }
+        switch outcome {
+        case .answered(let result): completion(result)
+        case .queued(let startCommit): if startCommit { commitQueue.async { self.commitAccumulated() } }
         }
     }
 
     /// Refuses further writes and waits until every accepted changeset has been committed (or has failed).
     public func close() async {
-        closed = true
+        writer.withLock { $0.closed = true }
         await flush()
     }
 
     /// Waits until every accepted changeset has been committed (or has failed).
     public func flush() async {
-        guard commitInFlight || !accumulating.isEmpty else { return }
-        await withCheckedContinuation { idleWaiters.append($0) }
+        let _: Bool = await handOff { deliver in
+            let idle = writer.withLock { state in
+                guard state.commitInFlight || !state.accumulating.isEmpty else { return true }
+                state.idleWaiters.append { deliver(true) }
+                return false
+            }
+            if idle { deliver(true) }
+        }
     }
 
-    private func resolve(_ changeset: Changeset) throws(SettingsError) -> ResolvedChangeset {
+    private func resolve(_ changeset: Changeset, _ state: WriterState) throws(SettingsError) -> ResolvedChangeset {
         var registrations: [(key: SettingPath, schema: SettingSchema)] = []
         var newSchemas: [SettingPath: SettingSchema] = [:]
         for (key, schema) in changeset.registrations {
             try schema.validate(for: key)
-            if let existing = newSchemas[key] ?? currentSchema(key) {
+            if let existing = newSchemas[key] ?? currentSchema(key, state) {
                 guard existing == schema else {
                     throw .schemaConflict(
                         "\(key) is already registered with type '\(existing.type)' and default "
@@ -143,15 +185,15 @@ public actor SettingsStore {
         for location in changeset.resets {
             switch location {
             case .key(let key):
-                if currentUserValue(key) != nil { writes[key] = .some(nil) }
+                if currentUserValue(key, state) != nil { writes[key] = .some(nil) }
             case .directory(let directory):
                 touchedDirectories.append(directory)
-                for key in userKeys(under: directory) { writes[key] = .some(nil) }
+                for key in userKeys(under: directory, state) { writes[key] = .some(nil) }
             }
         }
         for (key, value) in changeset.sets {
             try value.validateForStorage(at: key)
-            if let schema = newSchemas[key] ?? currentSchema(key) {
+            if let schema = newSchemas[key] ?? currentSchema(key, state) {
                 try schema.validate(value, for: key)
             }
             writes[key] = .some(value)
@@ -162,78 +204,85 @@ public actor SettingsStore {
                 if case .key(let key) = location { return key }
                 return nil
             }
-            for key in setKeys + resetKeys where lastChange(of: key) > ifSerial {
-                throw .conflict("\(key) changed at serial \(lastChange(of: key)), after serial \(ifSerial)")
+            for key in setKeys + resetKeys where lastChange(of: key, state) > ifSerial {
+                throw .conflict("\(key) changed at serial \(lastChange(of: key, state)), after serial \(ifSerial)")
             }
             for directory in touchedDirectories {
-                if let reason = change(under: directory, after: ifSerial) { throw .conflict(reason) }
+                if let reason = change(under: directory, after: ifSerial, state) { throw .conflict(reason) }
             }
         }
         return ResolvedChangeset(
-            serial: nextSerial,
+            serial: state.nextSerial,
             writes: writes.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
             registrations: registrations, origin: changeset.origin)
     }
 
-    private func startCommitIfIdle() {
-        guard !commitInFlight, !accumulating.isEmpty else { return }
-        commitInFlight = true
-        let batch = accumulating
-        accumulating = []
-        let persistence = self.persistence
-        Task {
-            let result: Result<Void, SettingsError>
-            do throws(SettingsError) {
-                try await persistence.commit(batch.map(\.changeset))
-                result = .success(())
-            } catch {
-                result = .failure(error)
+    /// Commits what has accumulated, batch after batch, until nothing is left. Commit queue only.
+    private func commitAccumulated() {
+        while true {
+            let batch: [(changeset: ResolvedChangeset, completion: Completion)]? = writer.withLock { state in
+                guard !state.accumulating.isEmpty else { return nil }
+                defer { state.accumulating = [] }
+                return state.accumulating
             }
-            self.finishCommit(batch, result)
+            guard let batch else {
+                let waiters = writer.withLock { state in
+                    // A changeset accepted since the check above started no commit: take it now.
+                    guard state.accumulating.isEmpty else { return nil as [@Sendable () -> Void]? }
+                    state.commitInFlight = false
+                    defer { state.idleWaiters = [] }
+                    return state.idleWaiters
+                }
+                guard let waiters else { continue }
+                for waiter in waiters { waiter() }
+                return
+            }
+            do throws(SettingsError) {
+                try persistence.commit(batch.map(\.changeset))
+                finishCommit(batch)
+            } catch {
+                failCommit(batch, error)
+            }
         }
     }
 
-    private func finishCommit(
-        _ batch: [(changeset: ResolvedChangeset, waiter: CheckedContinuation<UInt64, any Error>)],
-        _ result: Result<Void, SettingsError>
-    ) {
-        commitInFlight = false
-        switch result {
-        case .success:
+    private func finishCommit(_ batch: [(changeset: ResolvedChangeset, completion: Completion)]) {
+        let (changes, handler) = writer.withLock { state in
             var changes: [CommittedChange] = []
             for (changeset, _) in batch {
-                if let change = commitToMemory(changeset) { changes.append(change) }
+                if let change = commitToMemory(changeset, &state) { changes.append(change) }
             }
-            let last = serial
-            stagedValues = stagedValues.filter { $0.value.serial > last }
+            let last = batch.last!.changeset.serial
+            state.stagedValues = state.stagedValues.filter { $0.value.serial > last }
             for (changeset, _) in batch {
-                for registration in changeset.registrations where stagedSchemas[registration.key] == registration.schema {
-                    stagedSchemas[registration.key] = nil
+                for registration in changeset.registrations
+                where state.stagedSchemas[registration.key] == registration.schema {
+                    state.stagedSchemas[registration.key] = nil
                 }
             }
-            commitHandler(changes)
-            for (changeset, waiter) in batch { waiter.resume(returning: changeset.serial) }
-        case .failure(let error):
-            // Later changesets were validated on top of the failed ones: fail them too, and forget all staging.
-            let pending = batch + accumulating
-            accumulating = []
-            stagedValues = [:]
-            stagedSchemas = [:]
-            nextSerial = serial + 1
-            for (_, waiter) in pending { waiter.resume(throwing: error) }
+            return (changes, state.commitHandler)
         }
-        if accumulating.isEmpty {
-            let waiters = idleWaiters
-            idleWaiters = []
-            for waiter in waiters { waiter.resume() }
-        } else {
-            startCommitIfIdle()
-        }
+        handler(changes)
+        for (changeset, completion) in batch { completion(.success(changeset.serial)) }
     }
 
-    private func commitToMemory(_ changeset: ResolvedChangeset) -> CommittedChange? {
+    /// A failed transaction: later changesets were validated on top of the failed ones, so they fail too, and
+    /// all staging is forgotten.
+    private func failCommit(_ batch: [(changeset: ResolvedChangeset, completion: Completion)], _ error: SettingsError) {
+        let pending = writer.withLock { state in
+            let pending = batch + state.accumulating
+            state.accumulating = []
+            state.stagedValues = [:]
+            state.stagedSchemas = [:]
+            state.nextSerial = committed.withLock { $0.serial } + 1
+            return pending
+        }
+        for (_, completion) in pending { completion(.failure(error)) }
+    }
+
+    private func commitToMemory(_ changeset: ResolvedChangeset, _ writerState: inout WriterState) -> CommittedChange? {
         for (key, value) in changeset.writes {
-            resetSerials[key] = value == nil ? changeset.serial : nil
+            writerState.resetSerials[key] = value == nil ? changeset.serial : nil
         }
         return committed.withLock { state in
             state.serial = changeset.serial
@@ -270,43 +319,44 @@ public actor SettingsStore {
 
     // MARK: - Staged view (for validation)
 
-    private func currentSchema(_ key: SettingPath) -> SettingSchema? {
-        stagedSchemas[key] ?? committed.withLock { $0.schemas[key] }
+    private func currentSchema(_ key: SettingPath, _ state: WriterState) -> SettingSchema? {
+        state.stagedSchemas[key] ?? committed.withLock { $0.schemas[key] }
     }
 
-    private func currentUserValue(_ key: SettingPath) -> DBusValue? {
-        if let staged = stagedValues[key] { return staged.value }
+    private func currentUserValue(_ key: SettingPath, _ state: WriterState) -> DBusValue? {
+        if let staged = state.stagedValues[key] { return staged.value }
         return committed.withLock { $0.values[key]?.value }
     }
 
-    private func userKeys(under directory: SettingDirectory) -> [SettingPath] {
+    private func userKeys(under directory: SettingDirectory, _ state: WriterState) -> [SettingPath] {
         var keys = Set(committed.withLock { $0.values.keys.filter { directory.contains($0) } })
-        for (key, staged) in stagedValues where directory.contains(key) {
+        for (key, staged) in state.stagedValues where directory.contains(key) {
             if staged.value == nil { keys.remove(key) } else { keys.insert(key) }
         }
         return keys.sorted()
     }
 
-    private func lastChange(of key: SettingPath) -> UInt64 {
-        stagedValues[key]?.serial ?? committed.withLock { $0.values[key]?.serial } ?? resetSerials[key] ?? baselineSerial
+    private func lastChange(of key: SettingPath, _ state: WriterState) -> UInt64 {
+        state.stagedValues[key]?.serial ?? committed.withLock { $0.values[key]?.serial } ?? state.resetSerials[key]
+            ?? baselineSerial
     }
 
     /// Why a directory counts as changed after a serial, or nil if nothing below it changed.
-    private func change(under directory: SettingDirectory, after ifSerial: UInt64) -> String? {
+    private func change(under directory: SettingDirectory, after ifSerial: UInt64, _ state: WriterState) -> String? {
         if baselineSerial > ifSerial {
             return "\(directory) may have changed after serial \(ifSerial): the broker started at serial "
                 + "\(baselineSerial) and keeps no older history; read again and retry"
         }
-        for (key, staged) in stagedValues where directory.contains(key) && staged.serial > ifSerial {
+        for (key, staged) in state.stagedValues where directory.contains(key) && staged.serial > ifSerial {
             return "\(key) under \(directory) changed at serial \(staged.serial), after serial \(ifSerial)"
         }
-        let changed = committed.withLock { state in
-            state.values.first { key, user in directory.contains(key) && user.serial > ifSerial }
+        let changed = committed.withLock { committed in
+            committed.values.first { key, user in directory.contains(key) && user.serial > ifSerial }
         }
         if let (key, user) = changed {
             return "\(key) under \(directory) changed at serial \(user.serial), after serial \(ifSerial)"
         }
-        for (key, reset) in resetSerials where directory.contains(key) && reset > ifSerial {
+        for (key, reset) in state.resetSerials where directory.contains(key) && reset > ifSerial {
             return "\(key) under \(directory) was reset at serial \(reset), after serial \(ifSerial)"
         }
         return nil
@@ -315,7 +365,7 @@ public actor SettingsStore {
     // MARK: - Reading (committed state)
 
     /// The effective value: a user value of the registered type, else the registered default.
-    nonisolated func effectiveValue(_ key: SettingPath) -> DBusValue? {
+    func effectiveValue(_ key: SettingPath) -> DBusValue? {
         committed.withLock { $0.effectiveValue(key) }
     }
 
@@ -325,7 +375,7 @@ public actor SettingsStore {
     /// for the actor (the interface answers `Get` on the connection's thread).
     ///
     /// - Throws: ``SettingsError`` `UnknownKey` when the key has neither a user value nor a default.
-    public nonisolated func get(_ key: SettingPath) throws(SettingsError) -> DBusValue {
+    public func get(_ key: SettingPath) throws(SettingsError) -> DBusValue {
         guard let value = effectiveValue(key) else {
             throw .unknownKey("\(key) has no value and no registered default")
         }
@@ -335,7 +385,7 @@ public actor SettingsStore {
     /// The effective values of several keys (keys without one are left out) and the serial they were read at.
     ///
     /// Like ``get(_:)``, callable from any thread.
-    public nonisolated func getMany(_ keys: [SettingPath]) -> (values: [String: DBusValue], serial: UInt64) {
+    public func getMany(_ keys: [SettingPath]) -> (values: [String: DBusValue], serial: UInt64) {
         committed.withLock { state in
             var result: [String: DBusValue] = [:]
             for key in keys { if let value = state.effectiveValue(key) { result[key.rawValue] = value } }
@@ -389,7 +439,7 @@ public actor SettingsStore {
         }
         return KeyDescription(
             key: key, schema: schema, userValue: user?.value, effectiveValue: effective,
-            lastChange: user?.serial ?? resetSerials[key], writable: true)
+            lastChange: user?.serial ?? writer.withLock { $0.resetSerials[key] }, writable: true)
     }
 }
 

@@ -190,7 +190,9 @@ final class StorePersistence: Sendable {
     ///
     /// - Throws: ``SettingsError`` `StoreFailure` when the store is read-only or the transaction fails (a
     ///   full disk, an I/O error); nothing of the batch is then stored.
-    func commit(_ batch: [ResolvedChangeset]) async throws(SettingsError) {
+    ///
+    /// It blocks until the transaction is durable: the store calls it on its commit queue, never from a task.
+    func commit(_ batch: [ResolvedChangeset]) throws(SettingsError) {
         guard let last = batch.last else { return }
         guard let database else {
             throw .storeFailure(
@@ -198,7 +200,7 @@ final class StorePersistence: Sendable {
                     + "that, then restart settings-broker")
         }
         do {
-            try await database.write { db in
+            try database.write { db in
                 let upsert = try db.cachedStatement(
                     sql: """
                         INSERT INTO settings (path, type, value, serial) VALUES (?, ?, ?, ?)

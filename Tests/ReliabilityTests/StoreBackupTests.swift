@@ -18,7 +18,7 @@ struct StoreBackupTests {
     /// Starts the backups of a store, with each event delivered to a mailbox.
     static func startBackups(_ store: SettingsStore, interval: Duration) async -> Mailbox<StoreBackup.Event> {
         let events = Mailbox<StoreBackup.Event>()
-        store.storePersistence.backup.start(interval: interval, serial: await store.serial) { events.push($0) }
+        store.storePersistence.backup.start(interval: interval, serial: store.serial) { events.push($0) }
         return events
     }
 
@@ -54,7 +54,7 @@ struct StoreBackupTests {
         let serial = try await Self.set(store, "/test/backup/a", .int32(1))
         #expect(try await Self.writtenSerial(events) == serial)
         #expect(StoreBackup.serial(ofBackup: directory.backup) == serial)
-        #expect(await store.status()["backup-serial"] == .uint64(serial))
+        #expect(store.status()["backup-serial"] == .uint64(serial))
         await store.close()
         await store.storePersistence.backup.finish()
         store.storePersistence.close()
@@ -84,7 +84,7 @@ struct StoreBackupTests {
         // And: a store that opens with a current backup does not copy it again.
         let reopened = try await SettingsStore.open(path: directory.store)
         let more = await Self.startBackups(reopened, interval: .zero)
-        #expect(await reopened.status()["backup-serial"] == .uint64(last))
+        #expect(reopened.status()["backup-serial"] == .uint64(last))
         await reopened.close()
         await reopened.storePersistence.backup.finish()
         reopened.storePersistence.close()

@@ -59,6 +59,16 @@ extension ConnectionLoop {
             if !message.noReplyExpected { send(reply) }
             return
         }
+        if let deferred = method.deferredHandler {
+            deferred(
+                call,
+                DBusReply { [weak self] result in
+                    guard !message.noReplyExpected else { return }
+                    let reply = Self.reply(to: message, outputs: outputs) { try result.get() }
+                    self?.enqueue { $0.send(reply) }
+                })
+            return
+        }
         let handler = method.handler
         respond(to: message) {
             let values = try await handler(call)

@@ -68,6 +68,9 @@ public struct DBusMethod: Sendable {
     /// The handler of a method made with ``init(name:inputs:outputs:immediate:)``, run on the connection's
     /// thread; `nil` for an async method.
     public var immediateHandler: (@Sendable (DBusMethodCall) throws -> [DBusValue])?
+    /// The handler of a method made with ``init(name:inputs:outputs:deferred:)``, run on the connection's
+    /// thread; `nil` for other methods.
+    public var deferredHandler: (@Sendable (DBusMethodCall, DBusReply) -> Void)?
 
     /// Makes a method.
     public init(
@@ -92,6 +95,45 @@ public struct DBusMethod: Sendable {
     ) {
         self.init(name: name, inputs: inputs, outputs: outputs, handler: { call in try immediate(call) })
         self.immediateHandler = immediate
+    }
+
+    /// Makes a method whose handler starts on the connection's own thread and answers later, from any thread,
+    /// through the ``DBusReply`` it is given: for work handed to a thread of its own (a disk write), whose
+    /// answer then needs no task to reach the connection.
+    ///
+    /// - Important: The handler must not block or wait, as for an immediate handler, and must answer through
+    ///   the reply exactly once; a call never answered fails at the caller's timeout.
+    public init(
+        name: MemberName, inputs: [DBusArgument] = [], outputs: [DBusArgument] = [],
+        deferred: @escaping @Sendable (DBusMethodCall, DBusReply) -> Void
+    ) {
+        self.init(
+            name: name, inputs: inputs, outputs: outputs,
+            handler: { call in
+                try await withCheckedThrowingContinuation { continuation in
+                    deferred(call, DBusReply { continuation.resume(with: $0) })
+                }
+            })
+        self.deferredHandler = deferred
+    }
+}
+
+/// The answer to a call of a method with a deferred handler; it may be given from any thread, once.
+public final class DBusReply: Sendable {
+    private let deliver: Locked<(@Sendable (Result<[DBusValue], any Error>) -> Void)?>
+
+    init(_ deliver: @escaping @Sendable (Result<[DBusValue], any Error>) -> Void) {
+        self.deliver = Locked(deliver)
+    }
+
+    /// Answers with the output values, or with an error (a ``DBusError`` keeps its name; any other error is
+    /// sent as `org.freedesktop.DBus.Error.Failed`). Only the first answer is sent.
+    public func send(_ result: Result<[DBusValue], any Error>) {
+        let deliver = self.deliver.withLock { deliver in
+            defer { deliver = nil }
+            return deliver
+        }
+        deliver?(result)
     }
 }
 
