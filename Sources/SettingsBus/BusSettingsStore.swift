@@ -160,6 +160,10 @@ public final class BusSettingsStore: SettingsStore {
         hub.updates(of: location)
     }
 
+    public func updates(of location: SettingLocation, keepingNewest count: Int) -> SettingsUpdates {
+        hub.updates(of: location, keepingNewest: count)
+    }
+
     public func cachedValue(of key: SettingPath) -> CachedSetting? {
         hub.cachedValue(of: key)
     }

@@ -159,7 +159,17 @@ public final class InMemorySettingsStore: SettingsStore {
     }
 
     public func updates(of location: SettingLocation) -> SettingsUpdates {
-        let (stream, continuation) = AsyncStream.makeStream(of: SettingsUpdate.self)
+        updates(of: location, bufferingPolicy: .unbounded)
+    }
+
+    public func updates(of location: SettingLocation, keepingNewest count: Int) -> SettingsUpdates {
+        updates(of: location, bufferingPolicy: .bufferingNewest(count))
+    }
+
+    private func updates(
+        of location: SettingLocation, bufferingPolicy: AsyncStream<SettingsUpdate>.Continuation.BufferingPolicy
+    ) -> SettingsUpdates {
+        let (stream, continuation) = AsyncStream.makeStream(of: SettingsUpdate.self, bufferingPolicy: bufferingPolicy)
         let id = state.withLock { state in
             defer { state.nextWatcher += 1 }
             let id = state.nextWatcher
@@ -179,7 +189,7 @@ public final class InMemorySettingsStore: SettingsStore {
         continuation.onTermination = { [weak self] _ in
             _ = self?.state.withLock { $0.watchers.removeValue(forKey: id) }
         }
-        return SettingsUpdates(stream)
+        return SettingsUpdates(stream) { continuation.finish() }
     }
 
     /// Every key is local: the value is always known.

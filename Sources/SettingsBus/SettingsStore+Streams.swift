@@ -39,21 +39,23 @@ extension SettingsStore {
     /// ```
     /// - Important: The stream ends when the task iterating it is cancelled.
     public func values<Value>(for key: SettingKey<Value>) -> SettingValues<Value> {
-        let (stream, continuation) = AsyncStream.makeStream(of: Value.self, bufferingPolicy: .bufferingNewest(1))
-        if let fixed = key.fixedValue {
-            continuation.yield(fixed)
-            continuation.finish()
-            return SettingValues(stream: stream, continuation: continuation)
-        }
-        let updates = updates(of: .key(key.path))
+        if let fixed = key.fixedValue { return SettingValues(fixed: fixed) }
+        // The consumer decodes each value as it takes it: no task stands between the store and the consumer,
+        // and a slow consumer finds only the newest update waiting.
+        return SettingValues(updates: updates(of: .key(key.path), keepingNewest: 1), key: key)
+    }
+
+    /// Forwards ``updates(of:)`` through a task into a stream that keeps the newest `count` updates.
+    public func updates(of location: SettingLocation, keepingNewest count: Int) -> SettingsUpdates {
+        let (stream, continuation) = AsyncStream.makeStream(
+            of: SettingsUpdate.self, bufferingPolicy: .bufferingNewest(count))
+        let updates = updates(of: location)
         let task = Task {
-            for await update in updates where update.kind == .snapshot || update.mentions(key.path) {
-                continuation.yield(key.decode(update.values[key.path]).value)
-            }
+            for await update in updates { continuation.yield(update) }
             continuation.finish()
         }
         continuation.onTermination = { _ in task.cancel() }
-        return SettingValues(stream: stream, continuation: continuation)
+        return SettingsUpdates(stream) { continuation.finish() }
     }
 
     /// The changes of a key, each with the writer's origin: a new value or a reset. The current value is not
@@ -117,15 +119,53 @@ public struct SettingValues<Value: SettingValue>: AsyncSequence, Sendable {
     public typealias Element = Value
     public typealias Failure = Never
 
-    let stream: AsyncStream<Value>
-    let continuation: AsyncStream<Value>.Continuation
+    private let updates: SettingsUpdates?
+    private let key: SettingKey<Value>?
+    private let fixed: Value?
+
+    /// The values of a key, decoded from its updates.
+    init(updates: SettingsUpdates, key: SettingKey<Value>) {
+        self.updates = updates
+        self.key = key
+        self.fixed = nil
+    }
+
+    /// One value and the end (a debug key's fixed value).
+    init(fixed: Value) {
+        self.updates = nil
+        self.key = nil
+        self.fixed = fixed
+    }
+
+    /// Yields the value of each update that reports the key, decoded when it is taken.
+    public struct Iterator: AsyncIteratorProtocol {
+        var updates: AsyncStream<SettingsUpdate>.Iterator?
+        let key: SettingKey<Value>?
+        var fixed: Value?
+
+        public mutating func next() async -> Value? {
+            if let value = fixed {
+                fixed = nil
+                return value
+            }
+            guard let key else { return nil }
+            while let update = await updates?.next(isolation: #isolation) {
+                if update.kind == .snapshot || update.mentions(key.path) {
+                    return key.decode(update.values[key.path]).value
+                }
+            }
+            return nil
+        }
+    }
 
     /// Makes the iterator.
-    public func makeAsyncIterator() -> AsyncStream<Value>.Iterator { stream.makeAsyncIterator() }
+    public func makeAsyncIterator() -> Iterator {
+        Iterator(updates: updates?.makeAsyncIterator(), key: key, fixed: fixed)
+    }
 
     /// Ends the stream and its subscription; an iterator then returns nil.
     public func stop() {
-        continuation.finish()
+        updates?.stop()
     }
 }
 

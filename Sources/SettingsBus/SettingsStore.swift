@@ -60,6 +60,11 @@ public protocol SettingsStore: Sendable {
     /// when the consuming task is cancelled.
     func updates(of location: SettingLocation) -> SettingsUpdates
 
+    /// ``updates(of:)`` that keeps at most the newest `count` updates its consumer has not taken yet, dropping
+    /// older ones: for a consumer that needs only the latest state. A store that does not implement it gets a
+    /// version that forwards ``updates(of:)`` through a task.
+    func updates(of location: SettingLocation, keepingNewest count: Int) -> SettingsUpdates
+
     /// The effective value of a key when it is known locally, with no round trip: the key (or a directory
     /// above it) is being watched, and the local copy is at least as new as the last change this process
     /// wrote or was told of. Nil when the store would have to ask.
@@ -140,10 +145,22 @@ public struct SettingsUpdates: AsyncSequence, Sendable {
     public typealias Failure = Never
 
     let stream: AsyncStream<SettingsUpdate>
+    let finish: @Sendable () -> Void
 
     /// Wraps a stream.
     public init(_ stream: AsyncStream<SettingsUpdate>) {
+        self.init(stream, finish: {})
+    }
+
+    /// Wraps a stream whose subscription `finish` ends (the stream's continuation's `finish()`).
+    public init(_ stream: AsyncStream<SettingsUpdate>, finish: @escaping @Sendable () -> Void) {
         self.stream = stream
+        self.finish = finish
+    }
+
+    /// Ends the subscription, when it was made with a `finish` function; an iterator then returns nil.
+    public func stop() {
+        finish()
     }
 
     /// Makes the iterator.

@@ -52,8 +52,9 @@ final class WatchHub: Sendable {
 
     // MARK: - Subscribing
 
-    func updates(of location: SettingLocation) -> SettingsUpdates {
-        let (stream, continuation) = AsyncStream.makeStream(of: SettingsUpdate.self)
+    func updates(of location: SettingLocation, keepingNewest count: Int? = nil) -> SettingsUpdates {
+        let (stream, continuation) = AsyncStream.makeStream(
+            of: SettingsUpdate.self, bufferingPolicy: count.map { .bufferingNewest($0) } ?? .unbounded)
         let id: UInt64? = state.withLock { state in
             guard !state.closed else { return nil }
             let id = state.nextID
@@ -73,7 +74,7 @@ final class WatchHub: Sendable {
             return SettingsUpdates(stream)
         }
         continuation.onTermination = { [weak self] _ in self?.unsubscribe(id, from: location) }
-        return SettingsUpdates(stream)
+        return SettingsUpdates(stream) { continuation.finish() }
     }
 
     private func unsubscribe(_ id: UInt64, from location: SettingLocation) {
