@@ -186,20 +186,19 @@ final class WatchHub: Sendable {
             sender: link.busName, interface: SettingsBusNames.interface, member: "Changed",
             path: SettingsBusNames.objectPath)
         rule.argumentPaths[0] = location.rawValue
-        let signals: DBusSignalStream
+        let (events, sink) = AsyncStream.makeStream(of: Event.self)
+        // Signals go into the event stream straight from the connection's thread, with no task between.
+        let signals: DBusSignalSubscription
         let owners: NameOwnerChanges
         do {
-            signals = try await connection.signals(matching: rule)
+            signals = try await connection.forwardSignals(
+                matching: rule, to: { sink.yield(.signal($0)) }, ended: { sink.yield(.ended) })
             owners = try await connection.nameOwnerChanges(of: link.busName)
         } catch {
             throw BrokerLink.settingsError(error, bus: link.bus)
         }
-        let (events, sink) = AsyncStream.makeStream(of: Event.self)
+        defer { signals.end() }
         await withTaskGroup(of: Void.self) { group in
-            group.addTask {
-                for await signal in signals { sink.yield(.signal(signal)) }
-                sink.yield(.ended)
-            }
             group.addTask {
                 for await change in owners where change.newOwner != nil { sink.yield(.brokerStarted) }
                 sink.yield(.ended)

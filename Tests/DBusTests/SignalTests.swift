@@ -191,6 +191,53 @@ struct SignalTests {
         }
     }
 
+    /// `forwardSignals` hands each signal to its handler on the connection's thread, stops at `end()` and
+    /// leaves the bus without its rule, and reports the connection closing.
+    @Test func forwardedSignalsReachTheHandlerOutsideAnyTaskUntilTheSubscriptionEnds() async throws {
+        try await withTestBus { bus in
+            let sender = try await bus.connect()
+            let receiver = try await bus.connect()
+            let receiverName = try #require(receiver.uniqueName).rawValue
+            let rule = MatchRule(interface: Self.interface, member: "Hit")
+            let before = try await Self.matchRules(of: receiverName, on: sender)
+            let received = Mailbox<(label: String, inTask: Bool)>()
+            let ended = Mailbox<Bool>()
+            let subscription = try await receiver.forwardSignals(
+                matching: rule,
+                to: { message in
+                    guard case .string(let label)? = message.body.last else { return }
+                    received.push((label, withUnsafeCurrentTask { $0 != nil }))
+                },
+                ended: { ended.push(true) })
+            for label in ["a", "b"] { try Self.emit(Emission(label: label), from: sender) }
+            guard case .element(let first) = await received.next(timeLimit: .seconds(20)),
+                case .element(let second) = await received.next(timeLimit: .seconds(20))
+            else {
+                Issue.record("the handler did not get both signals")
+                return
+            }
+            #expect([first.label, second.label] == ["a", "b"])
+            #expect(!first.inTask && !second.inTask)
+
+            // After end(), the rule leaves the bus (RemoveMatch is queued before this round trip).
+            subscription.end()
+            _ = try await receiver.call(
+                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+                member: "GetId")
+            #expect(try await Self.matchRules(of: receiverName, on: sender) == before)
+
+            // A second subscription is told when the connection closes.
+            let last = try await receiver.forwardSignals(matching: rule, to: { _ in }, ended: { ended.push(true) })
+            await receiver.close()
+            guard case .element = await ended.next(timeLimit: .seconds(20)) else {
+                Issue.record("closing the connection did not end the subscription")
+                return
+            }
+            last.end()
+            await sender.close()
+        }
+    }
+
     @Test func cancellingTheConsumingTaskRemovesTheRule() async throws {
         try await withTestBus { bus in
             let receiver = try await bus.connect()

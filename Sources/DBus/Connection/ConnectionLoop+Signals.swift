@@ -1,9 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 
-/// One match rule and the streams that share it, on the loop thread.
+/// Where the signals of one subscription go: called on the loop thread.
+struct SignalSink: Sendable {
+    /// Takes one signal.
+    let deliver: @Sendable (DBusMessage) -> Void
+    /// Called once when the subscription ends with the connection (or the rule fails).
+    let finish: @Sendable () -> Void
+}
+
+/// One match rule and the subscriptions that share it, on the loop thread.
 struct RuleState {
     let rule: MatchRule
-    var subscribers: [UInt64: AsyncStream<DBusMessage>.Continuation] = [:]
+    var subscribers: [UInt64: SignalSink] = [:]
     /// Whether the bus has confirmed the rule (AddMatch replied).
     var ready = false
     /// Subscribers waiting for the rule to become active.
@@ -23,7 +31,7 @@ extension ConnectionLoop {
 
     /// Adds a stream to a rule, asking the bus for the rule if it is new; `done` runs once the rule is active.
     func subscribe(
-        _ rule: MatchRule, id: UInt64, continuation: AsyncStream<DBusMessage>.Continuation,
+        _ rule: MatchRule, id: UInt64, sink: SignalSink,
         done: @escaping (Result<Void, DBusError>) -> Void
     ) {
         guard connection != nil else {
@@ -32,13 +40,13 @@ extension ConnectionLoop {
         }
         let key = rule.text
         if var state = rules[key] {
-            state.subscribers[id] = continuation
+            state.subscribers[id] = sink
             if state.ready { done(.success(())) } else { state.waiters.append(done) }
             rules[key] = state
             return
         }
         var state = RuleState(rule: rule)
-        state.subscribers[id] = continuation
+        state.subscribers[id] = sink
         state.waiters.append(done)
         rules[key] = state
         guard isBusConnection else {
@@ -74,7 +82,7 @@ extension ConnectionLoop {
             rules[key] = nil
             if tracked, let name = state.rule.trackedSenderName { untrackName(name) }
             for waiter in waiters { waiter(.failure(error)) }
-            for continuation in state.subscribers.values { continuation.finish() }
+            for sink in state.subscribers.values { sink.finish() }
         }
     }
 
@@ -116,7 +124,7 @@ extension ConnectionLoop {
         trackedNames.removeAll()
         for state in all.values {
             for waiter in state.waiters { waiter(.failure(endReason ?? ConnectionLoop.closedError)) }
-            for continuation in state.subscribers.values { continuation.finish() }
+            for sink in state.subscribers.values { sink.finish() }
         }
     }
 
@@ -132,7 +140,7 @@ extension ConnectionLoop {
             trackedNames[name]!.known = true
         }
         for state in rules.values where state.rule.matchesIgnoringSender(message) && senderMatches(state.rule, message) {
-            for continuation in state.subscribers.values { continuation.yield(message) }
+            for sink in state.subscribers.values { sink.deliver(message) }
         }
     }
 

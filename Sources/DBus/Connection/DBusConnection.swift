@@ -232,24 +232,48 @@ public final class DBusConnection: Sendable {
         matching rule: MatchRule,
         bufferingPolicy: AsyncStream<DBusMessage>.Continuation.BufferingPolicy = .unbounded
     ) async throws(DBusError) -> DBusSignalStream {
-        try rule.validate()
-        let id = makeID()
-        let key = rule.text
         let (stream, continuation) = AsyncStream.makeStream(of: DBusMessage.self, bufferingPolicy: bufferingPolicy)
-        let subscription = SignalSubscription(loop: loop, key: key, id: id)
-        continuation.onTermination = { _ in subscription.end() }
-        let loop = self.loop
-        let result: Result<Void, DBusError> = await handOff { deliver in
-            let accepted = loop.enqueue { loop in
-                loop.subscribe(rule, id: id, continuation: continuation) { deliver($0) }
-            }
-            if !accepted { deliver(.failure(ConnectionLoop.closedError)) }
-        }
-        if case .failure(let error) = result {
+        let subscription: DBusSignalSubscription
+        do {
+            subscription = try await subscribe(
+                rule, SignalSink(deliver: { continuation.yield($0) }, finish: { continuation.finish() }))
+        } catch {
             continuation.finish()
             throw error
         }
+        continuation.onTermination = { _ in subscription.end() }
         return DBusSignalStream(stream: stream, subscription: subscription)
+    }
+
+    /// Calls `handler` with each signal that a match rule selects, on the connection's own thread, as the
+    /// signal is read: for a consumer that passes signals on at once (into a stream of its own) and should
+    /// not cost a task of its own. The rule is shared and checked as for ``signals(matching:bufferingPolicy:)``.
+    ///
+    /// - Parameters:
+    ///   - handler: takes each signal; it must not block.
+    ///   - ended: called once if the connection closes while the subscription lasts.
+    /// - Returns: the subscription; the handler is called until it is ended or released.
+    /// - Throws: ``DBusError`` as ``signals(matching:bufferingPolicy:)`` does.
+    public func forwardSignals(
+        matching rule: MatchRule, to handler: @escaping @Sendable (DBusMessage) -> Void,
+        ended: @escaping @Sendable () -> Void = {}
+    ) async throws(DBusError) -> DBusSignalSubscription {
+        try await subscribe(rule, SignalSink(deliver: handler, finish: ended))
+    }
+
+    private func subscribe(_ rule: MatchRule, _ sink: SignalSink) async throws(DBusError) -> DBusSignalSubscription {
+        try rule.validate()
+        let id = makeID()
+        let subscription = DBusSignalSubscription(loop: loop, key: rule.text, id: id)
+        let loop = self.loop
+        let result: Result<Void, DBusError> = await handOff { deliver in
+            let accepted = loop.enqueue { loop in
+                loop.subscribe(rule, id: id, sink: sink) { deliver($0) }
+            }
+            if !accepted { deliver(.failure(ConnectionLoop.closedError)) }
+        }
+        if case .failure(let error) = result { throw error }
+        return subscription
     }
 
     // MARK: - Exported objects
@@ -297,7 +321,9 @@ public final class DBusConnection: Sendable {
 }
 
 /// Removes a stream's share of a match rule exactly once, when the stream ends or is released.
-final class SignalSubscription: Sendable {
+/// A subscription to the signals of a match rule (``DBusConnection/forwardSignals(matching:to:ended:)``); it
+/// ends when ``end()`` is called or when it is released.
+public final class DBusSignalSubscription: Sendable {
     private let loop: ConnectionLoop
     private let key: String
     private let id: UInt64
@@ -309,7 +335,8 @@ final class SignalSubscription: Sendable {
         self.id = id
     }
 
-    func end() {
+    /// Stops the deliveries and releases this subscription's share of the match rule.
+    public func end() {
         guard !ended.exchange(true, ordering: .relaxed) else { return }
         let key = self.key, id = self.id
         loop.enqueue { $0.unsubscribe(key, id: id) }

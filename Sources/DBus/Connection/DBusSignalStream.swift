@@ -11,7 +11,7 @@ public struct DBusSignalStream: AsyncSequence, Sendable {
     public typealias Failure = Never
 
     let stream: AsyncStream<DBusMessage>
-    let subscription: SignalSubscription
+    let subscription: DBusSignalSubscription
 
     /// Makes the iterator.
     public func makeAsyncIterator() -> AsyncIterator {
@@ -21,7 +21,7 @@ public struct DBusSignalStream: AsyncSequence, Sendable {
     /// The iterator of a ``DBusSignalStream``.
     public struct AsyncIterator: AsyncIteratorProtocol {
         var base: AsyncStream<DBusMessage>.Iterator
-        let subscription: SignalSubscription
+        let subscription: DBusSignalSubscription
 
         /// The next signal, or nil once the stream has ended.
         public mutating func next() async -> DBusMessage? {
