@@ -27,13 +27,32 @@ final class WatchHub: Sendable {
     }
 
     private struct State {
-        var watches: [SettingLocation: Watch] = [:]
+        /// Every write goes through ``setWatch(_:at:)``, which keeps ``keyIndex`` current.
+        private(set) var watches: [SettingLocation: Watch] = [:]
+        /// The value and serial of each key watched by itself and ready: what ``cachedValue(of:)`` reads
+        /// with one lookup, without copying a watch out of ``watches``.
+        private(set) var keyIndex: [SettingPath: (value: DBusValue?, serial: UInt64)] = [:]
         var directoryWatches = 0
         /// Serials of this process's own writes: a local copy serves reads of a key only once it is at least
         /// this new, so a process always reads its own writes.
         var floors: [SettingLocation: UInt64] = [:]
         var nextID: UInt64 = 0
         var closed = false
+
+        mutating func setWatch(_ watch: Watch?, at location: SettingLocation) {
+            watches[location] = watch
+            guard case .key(let key) = location else { return }
+            if let watch, watch.ready {
+                keyIndex[key] = (watch.values[key], watch.delivered)
+            } else {
+                keyIndex[key] = nil
+            }
+        }
+
+        mutating func removeAllWatches() {
+            watches = [:]
+            keyIndex = [:]
+        }
     }
 
     private enum Event: Sendable {
@@ -66,7 +85,7 @@ final class WatchHub: Sendable {
             }
             watch.subscribers[id] = continuation
             if watch.ready { continuation.yield(Self.snapshot(of: watch, at: location)) }
-            state.watches[location] = watch
+            state.setWatch(watch, at: location)
             return id
         }
         guard let id else {
@@ -82,10 +101,10 @@ final class WatchHub: Sendable {
             guard var watch = state.watches[location] else { return nil }
             watch.subscribers[id] = nil
             guard watch.subscribers.isEmpty else {
-                state.watches[location] = watch
+                state.setWatch(watch, at: location)
                 return nil
             }
-            state.watches[location] = nil
+            state.setWatch(nil, at: location)
             if case .directory = location { state.directoryWatches -= 1 }
             return watch.task
         }
@@ -96,7 +115,7 @@ final class WatchHub: Sendable {
     func close() {
         let (tasks, continuations) = state.withLock { state in
             state.closed = true
-            defer { state.watches = [:] }
+            defer { state.removeAllWatches() }
             return (state.watches.values.compactMap(\.task), state.watches.values.flatMap(\.subscribers.values))
         }
         for task in tasks { task.cancel() }
@@ -113,6 +132,10 @@ final class WatchHub: Sendable {
 
     func cachedValue(of key: SettingPath) -> CachedSetting? {
         state.withLock { state in
+            // The common case: the key is watched by itself and this process has no write it waits for.
+            if state.floors.isEmpty, let entry = state.keyIndex[key] {
+                return CachedSetting(value: entry.value, serial: entry.serial)
+            }
             var floor: UInt64 = 0
             for (location, serial) in state.floors where serial > floor && location.contains(key) { floor = serial }
             if let watch = state.watches[.key(key)], watch.ready, watch.delivered >= floor {
@@ -244,7 +267,7 @@ final class WatchHub: Sendable {
         }
         state.withLock { state in
             guard var watch = state.watches[location] else { return }
-            defer { state.watches[location] = watch }
+            defer { state.setWatch(watch, at: location) }
             guard watch.ready else {
                 watch.ready = true
                 watch.values = snapshot.values
@@ -306,7 +329,7 @@ final class WatchHub: Sendable {
             if !update.values.isEmpty || !update.removed.isEmpty {
                 for subscriber in watch.subscribers.values { subscriber.yield(update) }
             }
-            state.watches[location] = watch
+            state.setWatch(watch, at: location)
             Self.pruneFloors(&state)
         }
     }
