@@ -46,13 +46,13 @@ extension ConnectionLoop {
             }
             method = found
         }
-        let expected = Signature(types: method.inputs.map(\.type))
-        guard message.signature == expected else {
+        guard Self.types(of: message.body, match: method.inputs) else {
+            let expected = Signature(types: method.inputs.map(\.type))
             return replyError(
                 message, .invalidArgs,
                 "\(method.name) takes arguments of type '\(expected)', but the call carried '\(message.signature)'")
         }
-        let outputs = Signature(types: method.outputs.map(\.type))
+        let outputs = method.outputs
         let call = DBusMethodCall(message: message)
         if let immediate = method.immediateHandler {
             let reply = Self.reply(to: message, outputs: outputs) { try immediate(call) }
@@ -77,19 +77,25 @@ extension ConnectionLoop {
         }
     }
 
+    /// Whether values have the arguments' types, one for one (compared without building signatures).
+    private static func types(of values: [DBusValue], match arguments: [DBusArgument]) -> Bool {
+        values.count == arguments.count && zip(values, arguments).allSatisfy { $0.type == $1.type }
+    }
+
     /// Checks a handler's results against the method's output types.
-    private static func check(_ values: [DBusValue], of message: DBusMessage, against outputs: Signature) throws {
-        guard Signature(types: values.map(\.type)) == outputs else {
+    private static func check(_ values: [DBusValue], of message: DBusMessage, against outputs: [DBusArgument]) throws {
+        guard types(of: values, match: outputs) else {
             throw DBusError(
                 .failed,
-                "the handler of \(message.member!) returned '\(Signature(types: values.map(\.type)))' instead of '\(outputs)'")
+                "the handler of \(message.member!) returned '\(Signature(types: values.map(\.type)))' instead of "
+                    + "'\(Signature(types: outputs.map(\.type)))'")
         }
     }
 
     /// The reply to `message`: the values `body` returns, when they are of the output types and can be sent, or
     /// the error it throws.
     private static func reply(
-        to message: DBusMessage, outputs: Signature, _ body: () throws -> [DBusValue]
+        to message: DBusMessage, outputs: [DBusArgument], _ body: () throws -> [DBusValue]
     ) -> DBusMessage {
         do {
             let values = try body()

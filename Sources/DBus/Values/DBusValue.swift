@@ -120,9 +120,12 @@ public indirect enum DBusValue: Sendable, Hashable {
                 throw DBusError(.invalidArgs, "signature value is invalid: \(error.message)")
             }
         case .variant(let inner):
-            // A variant starts a new signature, so its contents are checked as a value of their own.
-            do { _ = try Signature(inner.type.signatureText) } catch {
-                throw DBusError(.invalidArgs, "variant holds a value of an invalid type: \(error.message)")
+            // A variant starts a new signature, so its contents are checked as a value of their own (a basic
+            // type is always a valid signature).
+            if !inner.type.isBasic {
+                do { _ = try Signature(inner.type.signatureText) } catch {
+                    throw DBusError(.invalidArgs, "variant holds a value of an invalid type: \(error.message)")
+                }
             }
             try inner.validateContents(totalDepth: totalDepth + 1)
         case .array(let element, let elements):
