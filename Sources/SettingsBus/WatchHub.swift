@@ -316,10 +316,16 @@ final class WatchHub: Sendable {
             guard let key = try? SettingPath(text), location.contains(key) else { continue }
             update.removed.insert(key)
         }
-        // A secret key's change names the key as the signal's path but carries no value: read it.
-        if case .key(let key) = location, path == key.rawValue, !update.mentions(key) {
+        // A secret key's change carries no value. Alone in its commit it names the key as the signal's path;
+        // with other keys, the signal names their common directory and the key may or may not have changed.
+        // Either way, read it; from a directory's signal, report it only if it differs from the local copy.
+        if case .key(let key) = location, !update.mentions(key) {
             guard let snapshot = try? await read(location), snapshot.serial >= serial else { return }
-            if let value = snapshot.values[key] { update.values[key] = value } else { update.removed.insert(key) }
+            let value = snapshot.values[key]
+            let known = state.withLock { $0.watches[location]?.values[key] }
+            if path == key.rawValue || value != known {
+                if let value { update.values[key] = value } else { update.removed.insert(key) }
+            }
         }
         state.withLock { state in
             guard var watch = state.watches[location], watch.ready, serial > watch.delivered else { return }

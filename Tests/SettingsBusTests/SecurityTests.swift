@@ -43,6 +43,38 @@ struct SecurityTests {
         }
     }
 
+    /// A commit of several keys names their common directory, and a secret key in it is in neither `values`
+    /// nor `removed`: a watcher of that key reads it again and follows it all the same.
+    @Test func aSecretKeyChangedWithOthersReachesItsWatcher() async throws {
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus)
+            let writer = BusSettingsStore(bus: .address(bus.address))
+            let watcher = BusSettingsStore(bus: .address(bus.address))
+            let token = SettingKey("/test/secret/pair/token", default: "", isSecret: true)
+            let user = SettingKey("/test/secret/pair/user", default: "")
+            let other = SettingKey("/test/secret/pair/other", default: "")
+            try await writer.register(token)
+            let values = Collector(watcher.values(for: token))
+            #expect(try await values.next() == "")
+
+            // When: another key under the same directory changes alone, the token is read and not reported.
+            try await writer.set(other, to: "x")
+            // When: the token changes in one commit with another key.
+            try await writer.transaction { (transaction: inout SettingsTransaction) throws(SettingsError) in
+                try transaction.set(token, to: "hunter2")
+                try transaction.set(user, to: "ada")
+            }
+
+            // Then: the watcher's next value is the token's new one.
+            #expect(try await values.next() == "hunter2")
+            #expect(watcher.cached(token) == "hunter2")
+            values.stop()
+            await writer.close()
+            await watcher.close()
+            #expect(await broker.stop() == 0)
+        }
+    }
+
     @Test func onTheSystemBusOnlyRootWritesAndEveryoneReads() async throws {
         let policy = CrossProcessTests.examples.deletingLastPathComponent()
             .appendingPathComponent("dbus/io.github.settingsbus.Settings1.conf")
