@@ -113,6 +113,16 @@ public final class SettingsStore: Sendable {
             case answered(Result<UInt64, SettingsError>)
             case queued(startCommit: Bool)
         }
+        // The checks that need no state run before the lock: for a large changeset they are most of the work,
+        // and the lock holds up the connection's thread when a `Set` arrives meanwhile.
+        for (key, value) in changeset.sets {
+            do throws(SettingsError) {
+                try value.validateForStorage(at: key)
+            } catch {
+                completion(.failure(error))
+                return
+            }
+        }
         let outcome: Outcome = writer.withLock { state in
             guard !state.closed else {
                 return .answered(.failure(.storeFailure("the broker is shutting down; retry in a moment")))
@@ -192,7 +202,7 @@ public final class SettingsStore: Sendable {
             }
         }
         for (key, value) in changeset.sets {
-            try value.validateForStorage(at: key)
+            // validateForStorage ran in submit, before the lock.
             if let schema = newSchemas[key] ?? currentSchema(key, state) {
                 try schema.validate(value, for: key)
             }
