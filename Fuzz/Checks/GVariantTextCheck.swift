@@ -18,6 +18,7 @@ enum GVariantTextCheck {
         guard let selector = bytes.first else { return .refused }
         let type = types[Int(selector) % types.count]
         let text = String(decoding: bytes.dropFirst(), as: UTF8.self)
+        try checkShortcut(text, as: type)
         let value: DBusValue
         do {
             value = try GVariantText.parse(text, as: type)
@@ -70,5 +71,23 @@ enum GVariantTextCheck {
             throw FuzzFailure("unexpected error \(error)")
         }
         return .accepted
+    }
+
+    /// White space around a value changes nothing, and the parser's shortcut for common stored forms (which
+    /// a leading space turns off) reads them as the parser does.
+    private static func checkShortcut(_ text: String, as type: DBusType?) throws(FuzzFailure) {
+        let plain = try? GVariantText.parse(text, as: type)
+        let spaced = try? GVariantText.parse(" " + text, as: type)
+        switch (plain, spaced) {
+        case (nil, nil):
+            return
+        case (let plain?, let spaced?):
+            try require(
+                identical(plain, spaced), "\(text.debugDescription) reads as \(plain), but as \(spaced) after a space")
+        default:
+            throw FuzzFailure(
+                "\(text.debugDescription) reads as \(String(describing: plain)), "
+                    + "but as \(String(describing: spaced)) after a space")
+        }
     }
 }

@@ -69,6 +69,7 @@ public enum GVariantText {
         if let nul = bytes.firstIndex(of: 0) {
             throw GVariantTextError(.syntax, at: nul, "the text contains a NUL character")
         }
+        if let type, let value = simpleValue(bytes, as: type) { return value }
         var parser = GVariantSyntaxParser(bytes: bytes)
         let syntax = try parser.parseDocument()
         let value: DBusValue
@@ -84,5 +85,36 @@ public enum GVariantText {
             throw GVariantTextError(code, at: syntax.offset, "D-Bus cannot carry this value: \(error.message)")
         }
         return value
+    }
+
+    /// The commonest stored forms, read without the parser: a single-quoted string without escapes or
+    /// surrounding white space, `true` and `false`, and a decimal `int32` without leading zeros. The broker
+    /// reads every stored value at start-up, most of them of these forms; any other text (and any text of
+    /// another type) goes through the parser, which reads these the same way (the gvariant-text fuzz check
+    /// compares the two, by parsing each text also with a space in front, which this shortcut does not take).
+    private static func simpleValue(_ bytes: [UInt8], as type: DBusType) -> DBusValue? {
+        let quote = UInt8(ascii: "'"), backslash = UInt8(ascii: "\\")
+        switch type {
+        case .string:
+            guard bytes.count >= 2, bytes.first == quote, bytes.last == quote else { return nil }
+            let inner = bytes[1..<(bytes.count - 1)]
+            guard !inner.contains(quote), !inner.contains(backslash) else { return nil }
+            // The quotes are ASCII, so the bytes between them are whole UTF-8 characters of the text.
+            return .string(String(decoding: inner, as: UTF8.self))
+        case .boolean:
+            if bytes.elementsEqual("true".utf8) { return .boolean(true) }
+            if bytes.elementsEqual("false".utf8) { return .boolean(false) }
+            return nil
+        case .int32:
+            let negative = bytes.first == UInt8(ascii: "-")
+            let digits = bytes.dropFirst(negative ? 1 : 0)
+            guard (1...10).contains(digits.count), digits.first != UInt8(ascii: "0") || digits.count == 1,
+                digits.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) })
+            else { return nil }
+            let magnitude = digits.reduce(Int64(0)) { $0 * 10 + Int64($1 - UInt8(ascii: "0")) }
+            return Int32(exactly: negative ? -magnitude : magnitude).map(DBusValue.int32)
+        default:
+            return nil
+        }
     }
 }
