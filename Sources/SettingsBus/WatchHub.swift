@@ -24,6 +24,11 @@ final class WatchHub: Sendable {
         var delivered: UInt64 = 0
         var ready = false
         var task: Task<Void, Never>?
+        /// Signals handed to the follow task that it has not applied yet: while there are any, later signals
+        /// go the same way, so that they are applied in order.
+        var forwarded = 0
+        /// Whether the follow task is reading the location again (its snapshot may be older than a signal).
+        var reading = false
     }
 
     private struct State {
@@ -210,12 +215,19 @@ final class WatchHub: Sendable {
             path: SettingsBusNames.objectPath)
         rule.argumentPaths[0] = location.rawValue
         let (events, sink) = AsyncStream.makeStream(of: Event.self)
-        // Signals go into the event stream straight from the connection's thread, with no task between.
+        resetForwarding(location)
+        defer { resetForwarding(location) }
+        // A signal is applied on the connection's thread as it is read, when nothing is ahead of it; otherwise
+        // it goes into the event stream, to this task, which applies it in order.
         let signals: DBusSignalSubscription
         let owners: NameOwnerChanges
         do {
             signals = try await connection.forwardSignals(
-                matching: rule, to: { sink.yield(.signal($0)) }, ended: { sink.yield(.ended) })
+                matching: rule,
+                to: { [weak self] message in
+                    if self?.applyNow(message, to: location) == false { sink.yield(.signal(message)) }
+                },
+                ended: { sink.yield(.ended) })
             owners = try await connection.nameOwnerChanges(of: link.busName)
         } catch {
             throw BrokerLink.settingsError(error, bus: link.bus)
@@ -244,7 +256,13 @@ final class WatchHub: Sendable {
             await readAgain()
             loop: for await event in events {
                 switch event {
-                case .signal(let message): await apply(message, to: location)
+                case .signal(let message):
+                    await apply(message, to: location)
+                    state.withLock { state in
+                        guard var watch = state.watches[location], watch.forwarded > 0 else { return }
+                        watch.forwarded -= 1
+                        state.setWatch(watch, at: location)
+                    }
                 case .brokerStarted, .retry: await readAgain()
                 case .ended: break loop
                 }
@@ -259,14 +277,17 @@ final class WatchHub: Sendable {
     /// - Returns: false when the read failed and is worth trying again (the broker did not answer in time, or
     ///   failed); true when it succeeded, or found no broker at all (a new owner of its name will tell).
     private func resync(_ location: SettingLocation) async -> Bool {
+        setReading(true, location)
         let snapshot: SettingsSnapshot
         do {
             snapshot = try await read(location)
         } catch {
+            setReading(false, location)
             return error.code == .brokerUnavailable
         }
         state.withLock { state in
             guard var watch = state.watches[location] else { return }
+            watch.reading = false
             defer { state.setWatch(watch, at: location) }
             guard watch.ready else {
                 watch.ready = true
@@ -298,13 +319,33 @@ final class WatchHub: Sendable {
         }
     }
 
-    /// Applies a `Changed(s path, a{sv} values, as removed, t serial, s origin)` signal.
-    private func apply(_ message: DBusMessage, to location: SettingLocation) async {
+    private func setReading(_ reading: Bool, _ location: SettingLocation) {
+        state.withLock { state in
+            guard var watch = state.watches[location] else { return }
+            watch.reading = reading
+            state.setWatch(watch, at: location)
+        }
+    }
+
+    private func resetForwarding(_ location: SettingLocation) {
+        state.withLock { state in
+            guard var watch = state.watches[location] else { return }
+            watch.forwarded = 0
+            watch.reading = false
+            state.setWatch(watch, at: location)
+        }
+    }
+
+    /// A `Changed(s path, a{sv} values, as removed, t serial, s origin)` signal's update of a location (the
+    /// keys below it), its path and serial; nil for a malformed signal.
+    private static func update(
+        from message: DBusMessage, for location: SettingLocation
+    ) -> (update: SettingsUpdate, path: String, serial: UInt64)? {
         let body = message.body
         guard body.count == 5, case .string(let path) = body[0], case .dictionary(.string, .variant, let entries) = body[1],
             case .array(.string, let removedKeys) = body[2], case .uint64(let serial) = body[3],
             case .string(let origin) = body[4]
-        else { return }
+        else { return nil }
         var update = SettingsUpdate(kind: .change, values: [:], removed: [], serial: serial, origin: origin)
         for entry in entries {
             guard case .string(let text) = entry.key, case .variant(let value) = entry.value,
@@ -316,6 +357,47 @@ final class WatchHub: Sendable {
             guard let key = try? SettingPath(text), location.contains(key) else { continue }
             update.removed.insert(key)
         }
+        return (update, path, serial)
+    }
+
+    /// Records an update in the local copy and passes it to the subscribers, unless it is not newer.
+    private static func record(_ update: SettingsUpdate, serial: UInt64, in state: inout State, at location: SettingLocation) {
+        guard var watch = state.watches[location], watch.ready, serial > watch.delivered else { return }
+        watch.delivered = serial
+        for (key, value) in update.values { watch.values[key] = value }
+        for key in update.removed { watch.values[key] = nil }
+        if !update.values.isEmpty || !update.removed.isEmpty {
+            for subscriber in watch.subscribers.values { subscriber.yield(update) }
+        }
+        state.setWatch(watch, at: location)
+        pruneFloors(&state)
+    }
+
+    /// Applies a signal on the connection's thread, when it carries everything and nothing is ahead of it.
+    ///
+    /// - Returns: false when the follow task must apply it instead: the watch is not ready or is being read
+    ///   again, signals handed to the task are still waiting, or the key must be read (see ``apply(_:to:)``).
+    private func applyNow(_ message: DBusMessage, to location: SettingLocation) -> Bool {
+        guard let (update, _, serial) = Self.update(from: message, for: location) else { return true }
+        var needsRead = false
+        if case .key(let key) = location, !update.mentions(key) { needsRead = true }
+        return state.withLock { state in
+            guard var watch = state.watches[location] else { return true }
+            guard watch.ready, !watch.reading, watch.forwarded == 0, !needsRead else {
+                watch.forwarded += 1
+                state.setWatch(watch, at: location)
+                return false
+            }
+            Self.record(update, serial: serial, in: &state, at: location)
+            return true
+        }
+    }
+
+    /// Applies a `Changed(s path, a{sv} values, as removed, t serial, s origin)` signal.
+    private func apply(_ message: DBusMessage, to location: SettingLocation) async {
+        guard let parsed = Self.update(from: message, for: location) else { return }
+        var update = parsed.update
+        let (path, serial) = (parsed.path, parsed.serial)
         // A secret key's change carries no value. Alone in its commit it names the key as the signal's path;
         // with other keys, the signal names their common directory and the key may or may not have changed.
         // Either way, read it; from a directory's signal, report it only if it differs from the local copy.
@@ -327,16 +409,6 @@ final class WatchHub: Sendable {
                 if let value { update.values[key] = value } else { update.removed.insert(key) }
             }
         }
-        state.withLock { state in
-            guard var watch = state.watches[location], watch.ready, serial > watch.delivered else { return }
-            watch.delivered = serial
-            for (key, value) in update.values { watch.values[key] = value }
-            for key in update.removed { watch.values[key] = nil }
-            if !update.values.isEmpty || !update.removed.isEmpty {
-                for subscriber in watch.subscribers.values { subscriber.yield(update) }
-            }
-            state.setWatch(watch, at: location)
-            Self.pruneFloors(&state)
-        }
+        state.withLock { state in Self.record(update, serial: serial, in: &state, at: location) }
     }
 }
