@@ -40,37 +40,27 @@ enum GVariantTextCheck {
             try require(value.type == type, "parsed \(shown) into a value of type \(value.type)")
         }
 
-        // Printed with annotations, the value reads back the same, with and without the type.
+        // Printed with annotations, the value reads back the same, with and without the type; printed without
+        // them, it reads back the same when the type is given.
         let printed = GVariantText.format(value)
-        for expected in [value.type, nil] as [DBusType?] {
-            do {
-                let again = try GVariantText.parse(printed, as: expected)
-                try require(
-                    identical(again, value),
-                    "\(shown) printed as \(printed.debugDescription) reads back as \(again), not \(value)")
-            } catch let error as GVariantTextError {
-                throw FuzzFailure("\(shown) printed as \(printed.debugDescription) does not read back: \(error)")
-            } catch let failure as FuzzFailure {
-                throw failure
-            } catch {
-                throw FuzzFailure("unexpected error \(error)")
-            }
-        }
-        // Printed without annotations, it reads back the same when the type is given.
+        try readsBack(value, from: printed, as: value.type, shown: "\(shown) printed as")
+        try readsBack(value, from: printed, as: nil, shown: "\(shown) printed as")
         let plain = GVariantText.format(value, annotateTypes: false)
-        do {
-            let again = try GVariantText.parse(plain, as: value.type)
-            try require(
-                identical(again, value),
-                "\(shown) printed plainly as \(plain.debugDescription) reads back as \(again), not \(value)")
-        } catch let error as GVariantTextError {
-            throw FuzzFailure("\(shown) printed plainly as \(plain.debugDescription) does not read back: \(error)")
-        } catch let failure as FuzzFailure {
-            throw failure
-        } catch {
-            throw FuzzFailure("unexpected error \(error)")
-        }
+        try readsBack(value, from: plain, as: value.type, shown: "\(shown) printed plainly as")
         return .accepted
+    }
+
+    /// Fails unless the text reads back as exactly the value.
+    private static func readsBack(
+        _ value: DBusValue, from text: String, as type: DBusType?, shown: String
+    ) throws(FuzzFailure) {
+        let again: DBusValue
+        do {
+            again = try GVariantText.parse(text, as: type)
+        } catch {
+            throw FuzzFailure("\(shown) \(text.debugDescription) does not read back: \(error)")
+        }
+        try require(identical(again, value), "\(shown) \(text.debugDescription) reads back as \(again), not \(value)")
     }
 
     /// White space around a value changes nothing, and the parser's shortcut for common stored forms (which
