@@ -52,13 +52,7 @@ enum DBusValueCheck {
         } catch {
             throw FuzzFailure("the stored type \(typeText) does not parse: \(error.message)")
         }
-        let stored: DBusValue
-        do {
-            stored = try GVariantText.parse(text, as: type)
-        } catch {
-            throw FuzzFailure("the stored text \(text.debugDescription) of a \(typeText) does not parse: \(error)")
-        }
-        try require(identical(stored, value), "\(value) is stored as \(text.debugDescription), read as \(stored)")
+        try readsBack(value, from: text, as: type, shown: "the stored text of a \(typeText),")
 
         // The size bound the broker compares with its limit is never below the real marshalled size.
         var reply = DBusMessage(kind: .methodReturn, body: [value])

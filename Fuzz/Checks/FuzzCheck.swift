@@ -78,3 +78,16 @@ func identical(_ a: DBusValue, _ b: DBusValue) -> Bool {
         return a == b
     }
 }
+
+/// Fails unless GVariant text reads back, with the type given (or none), as exactly the value.
+///
+/// - Parameter shown: what the text is, for the failure's message (`'x' printed as`).
+func readsBack(_ value: DBusValue, from text: String, as type: DBusType?, shown: String) throws(FuzzFailure) {
+    let again: DBusValue
+    do {
+        again = try GVariantText.parse(text, as: type)
+    } catch {
+        throw FuzzFailure("\(shown) \(text.debugDescription) does not read back: \(error)")
+    }
+    try require(identical(again, value), "\(shown) \(text.debugDescription) reads back as \(again), not \(value)")
+}

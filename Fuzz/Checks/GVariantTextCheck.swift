@@ -50,19 +50,6 @@ enum GVariantTextCheck {
         return .accepted
     }
 
-    /// Fails unless the text reads back as exactly the value.
-    private static func readsBack(
-        _ value: DBusValue, from text: String, as type: DBusType?, shown: String
-    ) throws(FuzzFailure) {
-        let again: DBusValue
-        do {
-            again = try GVariantText.parse(text, as: type)
-        } catch {
-            throw FuzzFailure("\(shown) \(text.debugDescription) does not read back: \(error)")
-        }
-        try require(identical(again, value), "\(shown) \(text.debugDescription) reads back as \(again), not \(value)")
-    }
-
     /// White space around a value changes nothing, and the parser's shortcut for common stored forms (which
     /// a leading space turns off) reads them as the parser does.
     private static func checkShortcut(_ text: String, as type: DBusType?) throws(FuzzFailure) {
