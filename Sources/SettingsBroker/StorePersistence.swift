@@ -67,11 +67,6 @@ final class StorePersistence: Sendable {
                 throw DatabaseError(resultCode: .SQLITE_ERROR, message: "cannot use WAL mode (the file is in \(mode ?? "no") mode)")
             }
             try db.execute(sql: "PRAGMA synchronous = \(durability == .full ? "FULL" : "NORMAL")")
-            // A small write-ahead log is folded into the store every 64 pages (about 32 commits), so that most
-            // commits rewrite blocks the log already has instead of appending: on ext4 a 8 KiB write and
-            // fdatasync took 124 µs over existing blocks and 261 µs appending, and a durable Set 70 µs less
-            // (p50, 400 writes) than with SQLite's default of 1,000 pages, for one more fsync every 32 commits.
-            try db.execute(sql: "PRAGMA wal_autocheckpoint = 64")
         }
         return configuration
     }
