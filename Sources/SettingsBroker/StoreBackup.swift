@@ -192,7 +192,7 @@ final class StoreBackup: Sendable {
                     guard check == ["ok"] else {
                         throw StoreFiles.Failure("the copy failed its integrity check: \(check.prefix(3).joined(separator: "; "))")
                     }
-                    return try StoreOpener.serial(copy)
+                    return try StorePersistence.serial(copy)
                 }
                 try destination.close()
                 try StoreFiles.sync(temporary)
@@ -213,7 +213,7 @@ final class StoreBackup: Sendable {
             let database = try DatabaseQueue(
                 path: path, configuration: StorePersistence.readOnlyConfiguration(label: "settings-backup-serial"))
             defer { try? database.close() }
-            return try database.read { db in try StoreOpener.serial(db) }
+            return try database.read { db in try StorePersistence.serial(db) }
         } catch {
             return nil
         }

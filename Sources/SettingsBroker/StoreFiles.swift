@@ -103,6 +103,45 @@ enum StoreFiles {
         close(fd)
     }
 
+    /// Creates `path` as a file of `bytes` zero bytes, synced, with the permissions and owner of `reference`,
+    /// when nothing is at `path`; best effort. Any part written is removed when it fails (no room, no access).
+    ///
+    /// The store uses it for SQLite's write-ahead log (see ``StorePersistence/logBytes``): a log whose header
+    /// is zero holds no frames, and SQLite writes its header and frames over the zeros. An existing file is
+    /// never touched (`O_EXCL`): it may hold commits still to be replayed.
+    ///
+    /// - Returns: whether the file was made.
+    @discardableResult
+    static func preallocate(_ path: String, bytes: Int, like reference: String) -> Bool {
+        var info = stat()
+        guard stat(reference, &info) == 0 else { return false }
+        let mode = info.st_mode & 0o777
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
+        guard fd >= 0 else { return false }
+        // As SQLite makes its own companions: the umask does not narrow them, and root keeps the owner.
+        var made = fchmod(fd, mode) == 0 && (geteuid() != 0 || fchown(fd, info.st_uid, info.st_gid) == 0)
+        let zeros = [UInt8](repeating: 0, count: 64 * 1024)
+        var written = 0
+        while made && written < bytes {
+            let count = zeros.withUnsafeBytes { write(fd, $0.baseAddress, min($0.count, bytes - written)) }
+            if count > 0 {
+                written += count
+            } else if count < 0 && errno == EINTR {
+                continue
+            } else {
+                made = false
+            }
+        }
+        made = made && fdatasync(fd) == 0
+        close(fd)
+        guard made else {
+            unlink(path)
+            return false
+        }
+        syncDirectory(of: path)
+        return true
+    }
+
     /// Copies a file's bytes to a new file (replacing it), then syncs the copy.
     static func copy(_ source: String, to target: String) throws(Failure) {
         removeIfPresent(target)

@@ -101,6 +101,7 @@ struct StoreOpener {
         }
         let database: DatabaseQueue
         do {
+            StoreFiles.preallocate(file + "-wal", bytes: StorePersistence.logBytes, like: file)
             database = try DatabaseQueue(path: file, configuration: StorePersistence.configuration(durability: durability))
         } catch {
             return classify(error, file)
@@ -128,7 +129,7 @@ struct StoreOpener {
     /// Moves a damaged store aside, then restores the backup or starts empty.
     private func recover(damage: String, readable: Bool) -> Opened {
         // Best effort: the damaged file may still say how far its serial had gone.
-        let floor = readable ? (Self.readCopy(of: path) { db in try Self.serial(db) } ?? 0) : 0
+        let floor = readable ? (Self.readCopy(of: path) { db in try StorePersistence.serial(db) } ?? 0) : 0
         let aside: String
         do {
             aside = try StoreFiles.moveAside(path, label: "damaged")
@@ -316,10 +317,6 @@ struct StoreOpener {
             current = (current as NSString).deletingLastPathComponent
         }
         return nil
-    }
-
-    static func serial(_ db: Database) throws -> UInt64 {
-        try UInt64.fetchOne(db, sql: "SELECT value FROM meta WHERE name = 'serial'") ?? 0
     }
 
     /// An error as a short text: SQLite's message and code for a database error.

@@ -1,0 +1,149 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import DBus
+import Foundation
+@testable import SettingsBroker
+import SettingsBusTesting
+import SettingsModel
+import Testing
+
+/// Where the store keeps its serial (format 2), and the write-ahead log file made at open, in this process
+/// (no bus), against real store files.
+@Suite(.timeLimit(.minutes(1)))
+struct StoreSerialAndLogTests {
+    static func set(_ store: SettingsStore, _ key: String, _ value: DBusValue) async throws -> UInt64 {
+        try await store.apply(Changeset(sets: [(try SettingPath(key), value)], origin: "test"))
+    }
+
+    static func reset(_ store: SettingsStore, _ key: String) async throws -> UInt64 {
+        try await store.apply(Changeset(resets: [.key(try SettingPath(key))], origin: "test"))
+    }
+
+    static func reopen(_ store: SettingsStore, _ path: String) async throws -> SettingsStore {
+        await store.close()
+        store.storePersistence.close()
+        return try await SettingsStore.open(path: path)
+    }
+
+    /// Runs SQL on a store file with python3's sqlite3 and returns what it prints.
+    static func sqlite(_ file: String, _ statements: String, print expression: String = "''") async throws -> String {
+        let script = """
+            import sqlite3, sys
+            c = sqlite3.connect(sys.argv[1])
+            c.executescript(sys.argv[2])
+            c.commit()
+            print(\(expression))
+            c.close()
+            """
+        let result = try await TestProcess.run(PeerScripts.python, ["-c", script, file, statements])
+        guard result.status == 0 else { throw TestFailure("python3 sqlite3 failed: \(result.stderr)") }
+        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    static func size(of file: String) -> Int? {
+        (try? FileManager.default.attributesOfItem(atPath: file)[.size] as? NSNumber)?.intValue
+    }
+
+    @Test func theSerialSurvivesARestartAfterStoringAndAfterRemovingTheNewestValue() async throws {
+        let directory = try StoreDirectory()
+        defer { directory.remove() }
+        var store = try await SettingsStore.open(path: directory.store)
+        _ = try await Self.set(store, "/test/serial/a", .int32(1))
+        let stored = try await Self.set(store, "/test/serial/b", .int32(2))
+
+        // When: the last commits only stored values (the serial lives in their rows).
+        store = try await Self.reopen(store, directory.store)
+        // Then: the store's serial is the last commit's.
+        #expect(store.serial == stored)
+
+        // When: the value holding the newest serial is removed.
+        let removed = try await Self.reset(store, "/test/serial/b")
+        #expect(removed == stored + 1)
+        store = try await Self.reopen(store, directory.store)
+        // Then: the serial still does not go back, and the next commit follows it.
+        #expect(store.serial == removed)
+        #expect(try await Self.set(store, "/test/serial/c", .int32(3)) == removed + 1)
+        #expect(try store.get(try SettingPath("/test/serial/a")) == .int32(1))
+        await store.close()
+        store.storePersistence.close()
+    }
+
+    @Test func aFormatOneStoreKeepsItsSerialAndIsMarkedFormatTwo() async throws {
+        let directory = try StoreDirectory()
+        defer { directory.remove() }
+        let first = try await SettingsStore.open(path: directory.store)
+        _ = try await Self.set(first, "/test/format/a", .string("kept"))
+        await first.close()
+        first.storePersistence.close()
+        // Given: a store as format 1 wrote it, whose serial is in `meta` alone (higher than any row's).
+        _ = try await Self.sqlite(
+            directory.store, "UPDATE meta SET value = 1 WHERE name = 'format'; UPDATE meta SET value = 41 WHERE name = 'serial';")
+
+        // When: this broker opens it.
+        let store = try await SettingsStore.open(path: directory.store)
+        // Then: the serial is the one it recorded, the value is there, and the file now says format 2.
+        #expect(store.condition.health == .ok)
+        #expect(store.serial == 41)
+        #expect(try store.get(try SettingPath("/test/format/a")) == .string("kept"))
+        #expect(try await Self.set(store, "/test/format/b", .int32(1)) == 42)
+        await store.close()
+        store.storePersistence.close()
+        let format = try await Self.sqlite(
+            directory.store, "", print: "c.execute(\"SELECT value FROM meta WHERE name = 'format'\").fetchone()[0]")
+        #expect(format == "\(StorePersistence.formatVersion)")
+        #expect(StorePersistence.formatVersion == 2)
+    }
+
+    @Test func theWriteAheadLogIsMadeAtOpenAndStaysWithinItsSize() async throws {
+        let directory = try StoreDirectory()
+        defer { directory.remove() }
+        let log = directory.store + "-wal"
+        let store = try await SettingsStore.open(path: directory.store)
+        // Given: a new store, whose log file was made at its full size before SQLite opened it.
+        #expect(Self.size(of: log) == StorePersistence.logBytes)
+
+        // When: more commits than the log holds pages.
+        let commits = StorePersistence.logPages(pageSize: 4096) * 2 + 10
+        for index in 0..<commits {
+            _ = try await Self.set(store, "/test/log/k\(index % 50)", .int32(Int32(index)))
+        }
+        // Then: the log was folded into the store and started again, never growing the file.
+        #expect(Self.size(of: log) == StorePersistence.logBytes)
+
+        // When: one transaction larger than the log, then one more commit.
+        let big = String(repeating: "x", count: 64 * 1024)
+        let sets = try (0..<24).map { (try SettingPath("/test/log/big\($0)"), DBusValue.string(big)) }
+        _ = try await store.apply(Changeset(sets: sets, origin: "test"))
+        #expect((Self.size(of: log) ?? 0) > StorePersistence.logBytes)
+        _ = try await Self.set(store, "/test/log/after", .int32(1))
+        // Then: the file is cut back to its size, and every value is there after a restart.
+        #expect(Self.size(of: log) == StorePersistence.logBytes)
+        let reopened = try await Self.reopen(store, directory.store)
+        #expect(try reopened.get(try SettingPath("/test/log/big23")) == .string(big))
+        #expect(try reopened.get(try SettingPath("/test/log/k\((commits - 1) % 50)")) == .int32(Int32(commits - 1)))
+        await reopened.close()
+        reopened.storePersistence.close()
+    }
+
+    @Test func aLogFileThatExistsIsNeverOverwrittenAtOpen() async throws {
+        let directory = try StoreDirectory()
+        defer { directory.remove() }
+        let first = try await SettingsStore.open(path: directory.store)
+        _ = try await Self.set(first, "/test/log/a", .int32(1))
+        await first.close()
+        first.storePersistence.close()
+        // Given: a log file of another size at the store's log path (a log SQLite left, as after a crash).
+        let log = directory.store + "-wal"
+        let bytes = Data(repeating: 0, count: 4096)
+        try bytes.write(to: URL(fileURLWithPath: log))
+
+        // When: the store opens.
+        let store = try await SettingsStore.open(path: directory.store)
+        // Then: the file was not replaced by a new one of the full size, and the store opened.
+        #expect(store.condition.health == .ok)
+        #expect(try store.get(try SettingPath("/test/log/a")) == .int32(1))
+        #expect(Self.size(of: log) == 4096)
+        await store.close()
+        store.storePersistence.close()
+    }
+}
