@@ -459,12 +459,9 @@ public final class SettingsStore: Sendable {
 /// thread, without a task and the two thread wake-ups one costs; the store's actor is its only writer and
 /// mutates it in place, so no copy of the dictionaries is ever made.
 struct CommittedState {
-    struct UserValue {
-        var value: DBusValue
-        var serial: UInt64
-    }
+    typealias UserValue = ValueTable.UserValue
 
-    var values: [SettingPath: UserValue]
+    var values: ValueTable
     var schemas: [SettingPath: SettingSchema]
     /// The serial of the last commit.
     var serial: UInt64
@@ -472,7 +469,7 @@ struct CommittedState {
     /// The effective value: a user value of the registered type, else the registered default.
     func effectiveValue(_ key: SettingPath) -> DBusValue? {
         let schema = schemas[key]
-        if let user = values[key], schema == nil || schema!.type == user.value.type { return user.value }
+        if let user = values[key], schema == nil || schema!.type == user.type { return user.value }
         return schema?.defaultValue
     }
 }

@@ -150,7 +150,7 @@ final class StorePersistence: Sendable {
     /// Everything in the store, as read at start-up.
     struct Contents {
         var serial: UInt64 = 0
-        var values: [SettingPath: CommittedState.UserValue] = [:]
+        var values = ValueTable()
         var schemas: [SettingPath: SettingSchema] = [:]
         /// Rows that could not be read, kept untouched in the file, with the reason.
         var unreadable: [(path: String, reason: String)] = []
@@ -178,7 +178,7 @@ final class StorePersistence: Sendable {
         // The store's serial: the larger of this and every row's, taken as the rows are read.
         contents.serial = UInt64(bitPattern: try Int64.fetchOne(db, sql: "SELECT value FROM meta WHERE name = 'serial'") ?? 0)
         // Sized once: growing a dictionary of 100,000 keys step by step rehashes it many times.
-        contents.values.reserveCapacity(try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM settings") ?? 0)
+        contents.values = ValueTable(minimumCapacity: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM settings") ?? 0)
         // A store holds few distinct types: each type's text is parsed once.
         var types: [String: DBusType] = [:]
         let rows = try Row.fetchCursor(db, sql: "SELECT path, type, value, serial FROM settings")
