@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 public import DBus
-import Foundation
+import FoundationEssentials
 
 extension SettingsStore {
     /// How the store file was opened: healthy, recovered, or read-only, and why.

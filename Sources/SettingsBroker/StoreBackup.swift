@@ -15,8 +15,7 @@
 // most once a quarter of an hour, while each commit costs the same as before.
 
 import DBus
-import Foundation
-import GRDB
+import FoundationEssentials
 
 /// Keeps the store's backup current, as the design note above describes.
 final class StoreBackup: Sendable {
@@ -174,21 +173,20 @@ final class StoreBackup: Sendable {
 
     /// Copies the store to the backup file; returns the serial the copy holds.
     private func write() async throws -> UInt64 {
-        let source = try DatabaseQueue(
-            path: storePath, configuration: StorePersistence.readOnlyConfiguration(label: "settings-backup"))
+        let source = try StorePersistence.openReadOnly(storePath)
         defer { try? source.close() }
         let (path, temporary) = (path, path + ".tmp")
-        // The copy runs on GRDB's queue for the source connection, not on a Swift task.
-        return try await source.read { db in
+        // The copy runs on a dispatch queue, not on a Swift task.
+        return try await source.perform { db in
             StoreFiles.removeIfPresent(temporary)
             StoreFiles.removeIfPresent(temporary + "-journal")
             do {
-                let destination = try DatabaseQueue(path: temporary)
+                let destination = try SQLiteDatabase(path: temporary)
                 defer { try? destination.close() }
-                let serial = try destination.writeWithoutTransaction { copy in
+                let serial = try destination.use { copy in
                     try db.backup(to: copy)
-                    try copy.execute(sql: "PRAGMA journal_mode = DELETE")
-                    let check = try String.fetchAll(copy, sql: "PRAGMA quick_check")
+                    try copy.execute("PRAGMA journal_mode = DELETE")
+                    let check = try copy.strings("PRAGMA quick_check")
                     guard check == ["ok"] else {
                         throw StoreFiles.Failure("the copy failed its integrity check: \(check.prefix(3).joined(separator: "; "))")
                     }
@@ -210,10 +208,9 @@ final class StoreBackup: Sendable {
     static func serial(ofBackup path: String) -> UInt64? {
         guard StoreFiles.exists(path) else { return nil }
         do {
-            let database = try DatabaseQueue(
-                path: path, configuration: StorePersistence.readOnlyConfiguration(label: "settings-backup-serial"))
+            let database = try StorePersistence.openReadOnly(path)
             defer { try? database.close() }
-            return try database.read { db in try StorePersistence.serial(db) }
+            return try database.use { db in try StorePersistence.serial(db) }
         } catch {
             return nil
         }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// The file operations the store needs to replace and keep files safely: what is at a path, moving a file
@@ -48,9 +48,12 @@ enum StoreFiles {
         var time = time_t(date.timeIntervalSince1970)
         var parts = tm()
         gmtime_r(&time, &parts)
-        return String(
-            format: "%04d%02d%02dT%02d%02d%02dZ", Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1,
-            Int(parts.tm_mday), Int(parts.tm_hour), Int(parts.tm_min), Int(parts.tm_sec))
+        func digits(_ number: Int32, _ width: Int) -> String {
+            let text = String(number)
+            return String(repeating: "0", count: max(0, width - text.count)) + text
+        }
+        return digits(parts.tm_year + 1900, 4) + digits(parts.tm_mon + 1, 2) + digits(parts.tm_mday, 2) + "T"
+            + digits(parts.tm_hour, 2) + digits(parts.tm_min, 2) + digits(parts.tm_sec, 2) + "Z"
     }
 
     /// Moves `path` and its `-wal` and `-shm` companions aside, to `<path>.<label>-<UTC time>` (with `-2`,
@@ -97,7 +100,7 @@ enum StoreFiles {
 
     /// Flushes the directory that holds `path`, so that a rename in it survives a machine crash.
     static func syncDirectory(of path: String) {
-        let fd = open((path as NSString).deletingLastPathComponent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        let fd = open(directory(of: path), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { return }
         fsync(fd)
         close(fd)
@@ -142,27 +145,76 @@ enum StoreFiles {
         return true
     }
 
-    /// Copies a file's bytes to a new file (replacing it), then syncs the copy.
-    static func copy(_ source: String, to target: String) throws(Failure) {
-        removeIfPresent(target)
-        do {
-            try FileManager.default.copyItem(atPath: source, toPath: target)
-        } catch {
-            throw Failure("cannot copy \(source) to \(target): \(error.localizedDescription)")
+    /// Copies a file's bytes to a new file (replacing it), then, unless told not to, syncs the copy.
+    static func copy(_ source: String, to target: String, sync: Bool = true) throws(Failure) {
+        func failure(_ what: String) -> Failure {
+            Failure("cannot copy \(source) to \(target): \(what): \(String(cString: strerror(errno)))")
         }
-        try sync(target)
+        removeIfPresent(target)
+        let input = open(source, O_RDONLY | O_CLOEXEC)
+        guard input >= 0 else { throw failure("cannot open the source") }
+        defer { close(input) }
+        var info = stat()
+        guard fstat(input, &info) == 0 else { throw failure("cannot examine the source") }
+        let output = open(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, info.st_mode & 0o777)
+        guard output >= 0 else { throw failure("cannot create the copy") }
+        defer { close(output) }
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
+            if count == 0 { break }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw failure("cannot read")
+            }
+            var offset = 0
+            while offset < count {
+                let written = buffer.withUnsafeBytes { write(output, $0.baseAddress! + offset, count - offset) }
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    throw failure("cannot write")
+                }
+                offset += written
+            }
+        }
+        if sync, fsync(output) != 0 { throw failure("cannot sync the copy") }
+    }
+
+    /// The directory part of a path (`/a/b` for `/a/b/c`, `/` for `/a`, `.` for a bare name).
+    static func directory(of path: String) -> String {
+        var trimmed = Substring(path)
+        while trimmed.count > 1, trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
+        guard let slash = trimmed.lastIndex(of: "/") else { return "." }
+        let parent = trimmed[..<slash]
+        return parent.isEmpty ? "/" : String(parent)
+    }
+
+    /// Creates a directory and any missing parents, as `mkdir -p` does.
+    static func makeDirectories(_ path: String) throws(Failure) {
+        if case .other("directory") = kind(of: path) { return }
+        let parent = directory(of: path)
+        if parent != path, parent != ".", parent != "/" { try makeDirectories(parent) }
+        guard mkdir(path, 0o755) == 0 || errno == EEXIST else {
+            throw Failure("cannot create \(path): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// Removes an empty directory; a failure is ignored.
+    static func removeDirectory(_ path: String) {
+        rmdir(path)
     }
 
     /// The modification time of a file, if it exists.
     static func modificationTime(_ path: String) -> Date? {
         var info = stat()
         guard stat(path, &info) == 0 else { return nil }
-        return Date(timeIntervalSince1970: TimeInterval(info.st_mtim.tv_sec) + TimeInterval(info.st_mtim.tv_nsec) / 1e9)
+        return Date(timeIntervalSince1970: Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9)
     }
 
     /// Creates a private temporary directory. The corresponding C function is `mkdtemp`.
     static func makeTemporaryDirectory() throws(Failure) -> String {
-        var template = Array((NSTemporaryDirectory() + "/settings-broker-XXXXXX").utf8CString)
+        let base = getenv("TMPDIR").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        var template = Array((base + "/settings-broker-XXXXXX").utf8CString)
         guard let made = mkdtemp(&template) else {
             throw Failure("cannot create a temporary directory: \(String(cString: strerror(errno)))")
         }

@@ -21,8 +21,7 @@
 // A new store is built under a temporary name and renamed into place, so a crash while creating it never
 // leaves an empty file that would later look truncated.
 
-import Foundation
-import GRDB
+import CSQLite
 import SettingsModel
 
 /// Opens the store file, recovering from damage as the design note above describes.
@@ -32,14 +31,14 @@ struct StoreOpener {
 
     /// An opened store: the connection (nil when read-only), what it holds, and how it was found.
     struct Opened {
-        var database: DatabaseQueue?
+        var database: SQLiteDatabase?
         var contents: StorePersistence.Contents
         var condition: StoreCondition
     }
 
     /// The result of trying to open a store file as it is.
     enum Attempt {
-        case opened(DatabaseQueue, StorePersistence.Contents)
+        case opened(SQLiteDatabase, StorePersistence.Contents)
         /// The file is not a usable store: move it aside.
         case damaged(String)
         /// The file may be fine but cannot be used now: leave it alone.
@@ -53,9 +52,9 @@ struct StoreOpener {
 
     /// Opens the store; never fails (see the design note).
     func open() -> Opened {
-        let directory = (path as NSString).deletingLastPathComponent
+        let directory = StoreFiles.directory(of: path)
         do {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            try StoreFiles.makeDirectories(directory)
         } catch {
             let reason = Self.obstacle(to: directory) ?? Self.describe(error)
             return readOnly("cannot create the store's directory \(directory): \(reason)", readStore: false)
@@ -89,26 +88,25 @@ struct StoreOpener {
     /// connection checkpoints the `-wal` into the main file, and a damaged file is kept exactly as it was.
     func attempt(_ file: String) -> Attempt {
         do {
-            let checker = try DatabaseQueue(
-                path: file, configuration: StorePersistence.readOnlyConfiguration(label: "settings-store-check"))
+            let checker = try StorePersistence.openReadOnly(file)
             defer { try? checker.close() }
-            let check = try checker.read { db in try String.fetchAll(db, sql: "PRAGMA quick_check") }
+            let check = try checker.use { db in try db.strings("PRAGMA quick_check") }
             guard check == ["ok"] else {
                 return .damaged("\(file) failed its integrity check: \(check.prefix(3).joined(separator: "; "))")
             }
         } catch {
             return classify(error, file)
         }
-        let database: DatabaseQueue
+        let database: SQLiteDatabase
         do {
             StoreFiles.preallocate(file + "-wal", bytes: StorePersistence.logBytes, like: file)
-            database = try DatabaseQueue(path: file, configuration: StorePersistence.configuration(durability: durability))
+            database = try StorePersistence.openWritable(file, durability: durability)
         } catch {
             return classify(error, file)
         }
         do {
-            try database.write { db in try StorePersistence.prepare(db, path: file) }
-            let contents = try database.read { db in try StorePersistence.read(db) }
+            try database.transaction { db in try StorePersistence.prepare(db, path: file) }
+            let contents = try database.use { db in try StorePersistence.read(db) }
             return .opened(database, contents)
         } catch {
             try? database.close()
@@ -117,9 +115,7 @@ struct StoreOpener {
     }
 
     private func classify(_ error: any Error, _ file: String) -> Attempt {
-        if let error = error as? DatabaseError,
-            [.SQLITE_CORRUPT, .SQLITE_NOTADB, .SQLITE_FORMAT].contains(error.resultCode)
-        {
+        if let error = error as? SQLiteError, error.isDamage {
             return .damaged("\(file) is damaged: \(Self.describe(error))")
         }
         if let error = error as? SettingsError { return .unavailable(error.message) }
@@ -216,12 +212,12 @@ struct StoreOpener {
         let building = path + ".creating"
         StoreFiles.removeIfPresent(building)
         StoreFiles.removeIfPresent(building + "-journal")
-        let database = try DatabaseQueue(path: building)
+        let database = try SQLiteDatabase(path: building)
         do {
-            try database.write { db in
+            try database.transaction { db in
                 try StorePersistence.prepare(db, path: path)
                 try db.execute(
-                    sql: "UPDATE meta SET value = ? WHERE name = 'serial'", arguments: [Int64(bitPattern: serialFloor)])
+                    "UPDATE meta SET value = ? WHERE name = 'serial'", [.integer(Int64(bitPattern: serialFloor))])
             }
             try database.close()
             try StoreFiles.sync(building)
@@ -241,11 +237,10 @@ struct StoreOpener {
         StoreFiles.removeIfPresent(restoring + "-journal")
         try StoreFiles.copy(backupPath, to: restoring)
         do {
-            let database = try DatabaseQueue(path: restoring)
-            try database.write { db in
+            let database = try SQLiteDatabase(path: restoring)
+            try database.transaction { db in
                 try db.execute(
-                    sql: "UPDATE meta SET value = max(value, ?) WHERE name = 'serial'",
-                    arguments: [Int64(bitPattern: serialFloor)])
+                    "UPDATE meta SET value = max(value, ?) WHERE name = 'serial'", [.integer(Int64(bitPattern: serialFloor))])
             }
             try database.close()
             try StoreFiles.sync(restoring)
@@ -275,11 +270,10 @@ struct StoreOpener {
     /// Checks a backup (quick_check) and reads it, through a read-only connection.
     static func checkBackup(_ file: String) -> BackupCheck {
         do {
-            let database = try DatabaseQueue(
-                path: file, configuration: StorePersistence.readOnlyConfiguration(label: "settings-backup-check"))
+            let database = try StorePersistence.openReadOnly(file)
             defer { try? database.close() }
-            return try database.read { db in
-                let check = try String.fetchAll(db, sql: "PRAGMA quick_check")
+            return try database.use { db in
+                let check = try db.strings("PRAGMA quick_check")
                 guard check == ["ok"] else {
                     return .failure("it failed its integrity check: \(check.prefix(3).joined(separator: "; "))")
                 }
@@ -292,18 +286,21 @@ struct StoreOpener {
 
     /// Runs `body` on a private copy of a store file and its `-wal`, so that reading needs no write access
     /// to the store's directory and never changes the original; nil if anything fails.
-    static func readCopy<T>(of file: String, _ body: (Database) throws -> T) -> T? {
+    static func readCopy<T>(of file: String, _ body: (SQLiteConnection) throws -> T) -> T? {
         guard let directory = try? StoreFiles.makeTemporaryDirectory() else { return nil }
-        defer { try? FileManager.default.removeItem(atPath: directory) }
         let copy = directory + "/store.db"
+        defer {
+            for suffix in ["", "-wal", "-shm", "-journal"] { StoreFiles.removeIfPresent(copy + suffix) }
+            StoreFiles.removeDirectory(directory)
+        }
         do {
-            try FileManager.default.copyItem(atPath: file, toPath: copy)
+            try StoreFiles.copy(file, to: copy, sync: false)
             if StoreFiles.exists(file + "-wal") {
-                try FileManager.default.copyItem(atPath: file + "-wal", toPath: copy + "-wal")
+                try StoreFiles.copy(file + "-wal", to: copy + "-wal", sync: false)
             }
-            let database = try DatabaseQueue(path: copy)
+            let database = try SQLiteDatabase(path: copy)
             defer { try? database.close() }
-            return try database.read(body)
+            return try database.use(body)
         } catch {
             return nil
         }
@@ -314,22 +311,16 @@ struct StoreOpener {
         var current = directory
         while current != "/" && !current.isEmpty {
             if case .file = StoreFiles.kind(of: current) { return "\(current) is a file, not a directory" }
-            current = (current as NSString).deletingLastPathComponent
+            current = StoreFiles.directory(of: current)
         }
         return nil
     }
 
     /// An error as a short text: SQLite's message and code for a database error.
     static func describe(_ error: any Error) -> String {
-        if let error = error as? DatabaseError {
-            // After a failed backup step SQLite's last message can be "not an error": the code says more.
-            guard let message = error.message, message != "not an error" else {
-                return "SQLite error \(error.extendedResultCode)"
-            }
-            return "\(message) (SQLite error \(error.extendedResultCode.rawValue))"
-        }
+        if let error = error as? SQLiteError { return error.description }
         if let error = error as? SettingsError { return error.message }
         if let error = error as? StoreFiles.Failure { return error.description }
-        return error.localizedDescription
+        return "\(error)"
     }
 }

@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
+import CSQLite
 import DBus
-import Foundation
-import GRDB
 import SettingsModel
 
 /// How hard a commit works to survive a crash.
@@ -15,14 +14,13 @@ public enum Durability: String, Sendable, CaseIterable {
     case relaxed
 }
 
-/// The SQLite file that holds the settings, in WAL mode, written through GRDB.
+/// The SQLite file that holds the settings, in WAL mode.
 ///
 /// Tables: `settings(path, type, value, serial)` with each value in GVariant text and the serial of the commit
 /// that wrote it; `schemas(path, …)`; `meta(name, value)` holding the `format` version and a `serial`. The
 /// store's serial is the larger of `meta.serial` and the highest `settings.serial` (format 2): a commit that
 /// only stores values carries its serial in their rows and leaves `meta` alone, so it writes one page fewer;
-/// a commit that removes a value or registers a schema also sets `meta.serial`. GRDB runs every statement on its
-/// own serial queue, so awaiting a write never blocks a Swift task.
+/// a commit that removes a value or registers a schema also sets `meta.serial`.
 ///
 /// Opening never fails: ``StoreOpener`` checks the file, moves a damaged one aside and restores the backup,
 /// or falls back to serving read-only; ``condition`` says which happened. ``backup`` keeps `<store>.backup`.
@@ -34,7 +32,7 @@ final class StorePersistence: Sendable {
     /// The store's backup.
     let backup: StoreBackup
     /// The open store; nil when the store is read-only.
-    private let database: DatabaseQueue?
+    private let database: SQLiteDatabase?
     /// What opening read, handed over once by ``load()``.
     private let initialContents: Locked<Contents?>
 
@@ -58,30 +56,34 @@ final class StorePersistence: Sendable {
         self.backup = StoreBackup(storePath: path)
     }
 
-    /// The configuration of the store's own connection.
-    ///
-    /// The journal mode is set here rather than with GRDB's `journalMode = .wal`, which sets
-    /// `synchronous = NORMAL` after this setup runs, and so would make every commit of ``Durability/full``
-    /// skip its fsync.
-    static func configuration(durability: Durability) -> Configuration {
-        var configuration = Configuration()
-        configuration.label = "settings-store"
-        configuration.busyMode = .timeout(5)
-        configuration.prepareDatabase { db in
-            let mode = try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL")
-            guard mode == "wal" else {
-                throw DatabaseError(resultCode: .SQLITE_ERROR, message: "cannot use WAL mode (the file is in \(mode ?? "no") mode)")
+    /// Opens the store's own connection: WAL, the durability's `synchronous`, and the log and cache sizes.
+    static func openWritable(_ path: String, durability: Durability) throws -> SQLiteDatabase {
+        let database = try SQLiteDatabase(path: path)
+        do {
+            try database.use { db in
+                let mode = try db.text("PRAGMA journal_mode = WAL")
+                guard mode == "wal" else {
+                    throw SQLiteError(code: SQLITE_ERROR, message: "cannot use WAL mode (the file is in \(mode ?? "no") mode)")
+                }
+                try db.execute("PRAGMA synchronous = \(durability == .full ? "FULL" : "NORMAL")")
+                // Values are served from memory; SQLite's page cache only needs the pages a commit walks.
+                try db.execute("PRAGMA cache_size = -\(cacheKiB)")
+                // The log is kept within the file made at open (``logBytes``): folded into the store before
+                // it fills that file, and cut back to it after a larger transaction.
+                let pageSize = Int(try db.integer("PRAGMA page_size") ?? 4096)
+                try db.execute("PRAGMA journal_size_limit = \(logBytes)")
+                try db.execute("PRAGMA wal_autocheckpoint = \(logPages(pageSize: pageSize))")
             }
-            try db.execute(sql: "PRAGMA synchronous = \(durability == .full ? "FULL" : "NORMAL")")
-            // The log is kept within the file made at open (``logBytes``): folded into the store before it
-            // fills that file, and cut back to it after a larger transaction.
-            // Values are served from memory; SQLite's page cache only needs the pages a commit walks.
-            try db.execute(sql: "PRAGMA cache_size = -\(cacheKiB)")
-            let pageSize = try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 4096
-            try db.execute(sql: "PRAGMA journal_size_limit = \(logBytes)")
-            try db.execute(sql: "PRAGMA wal_autocheckpoint = \(logPages(pageSize: pageSize))")
+        } catch {
+            try? database.close()
+            throw error
         }
-        return configuration
+        return database
+    }
+
+    /// Opens a read-only connection (a backup, a copy, the check at start-up).
+    static func openReadOnly(_ path: String) throws -> SQLiteDatabase {
+        try SQLiteDatabase(path: path, readOnly: true)
     }
 
     /// The size of the write-ahead log file, made at open (``StoreFiles/preallocate(_:bytes:like:)``) and
@@ -102,21 +104,12 @@ final class StorePersistence: Sendable {
         max(16, (logBytes - 32) / (pageSize + 24) - 8)
     }
 
-    /// The configuration of a read-only connection (a backup, a copy).
-    static func readOnlyConfiguration(label: String) -> Configuration {
-        var configuration = Configuration()
-        configuration.readonly = true
-        configuration.label = label
-        configuration.busyMode = .timeout(5)
-        return configuration
-    }
-
     /// Creates the tables if they are missing and checks the format version.
     ///
     /// - Throws: ``SettingsError`` `StoreFailure` for a store written by a newer broker; SQLite's errors.
-    static func prepare(_ db: Database, path: String) throws {
+    static func prepare(_ db: SQLiteConnection, path: String) throws {
         try db.execute(
-            sql: """
+            """
                 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY NOT NULL, value) WITHOUT ROWID;
                 CREATE TABLE IF NOT EXISTS settings (
                     path TEXT PRIMARY KEY NOT NULL, type TEXT NOT NULL, value TEXT NOT NULL,
@@ -128,7 +121,7 @@ final class StorePersistence: Sendable {
                 INSERT OR IGNORE INTO meta (name, value) VALUES ('format', \(formatVersion));
                 INSERT OR IGNORE INTO meta (name, value) VALUES ('serial', 0);
                 """)
-        let format = try Int.fetchOne(db, sql: "SELECT value FROM meta WHERE name = 'format'") ?? 0
+        let format = Int(try db.integer("SELECT value FROM meta WHERE name = 'format'") ?? 0)
         guard format <= formatVersion else {
             throw SettingsError.storeFailure(
                 "\(path) has store format \(format); this broker reads format \(formatVersion) and older: use a "
@@ -136,14 +129,14 @@ final class StorePersistence: Sendable {
         }
         if format < formatVersion {
             // Format 1 kept the serial in `meta` alone, which format 2 reads the same way.
-            try db.execute(sql: "UPDATE meta SET value = ? WHERE name = 'format'", arguments: [formatVersion])
+            try db.execute("UPDATE meta SET value = ? WHERE name = 'format'", [.integer(Int64(formatVersion))])
         }
     }
 
     /// The store's serial (see the type's documentation).
-    static func serial(_ db: Database) throws -> UInt64 {
-        let recorded = try Int64.fetchOne(db, sql: "SELECT value FROM meta WHERE name = 'serial'") ?? 0
-        let highest = try Int64.fetchOne(db, sql: "SELECT MAX(serial) FROM settings") ?? 0
+    static func serial(_ db: SQLiteConnection) throws -> UInt64 {
+        let recorded = try db.integer("SELECT value FROM meta WHERE name = 'serial'") ?? 0
+        let highest = try db.integer("SELECT MAX(serial) FROM settings") ?? 0
         return max(UInt64(bitPattern: recorded), UInt64(bitPattern: highest))
     }
 
@@ -166,27 +159,27 @@ final class StorePersistence: Sendable {
         }
         guard let database else { return Contents() }
         do {
-            return try await database.read { db in try StorePersistence.read(db) }
+            return try await database.perform { db in try StorePersistence.read(db) }
         } catch {
             throw .storeFailure("cannot read the settings store \(path): \(error)")
         }
     }
 
     /// Reads a whole store.
-    static func read(_ db: Database) throws -> Contents {
+    static func read(_ db: SQLiteConnection) throws -> Contents {
         var contents = Contents()
         // The store's serial: the larger of this and every row's, taken as the rows are read.
-        contents.serial = UInt64(bitPattern: try Int64.fetchOne(db, sql: "SELECT value FROM meta WHERE name = 'serial'") ?? 0)
-        // Sized once: growing a dictionary of 100,000 keys step by step rehashes it many times.
-        contents.values = ValueTable(minimumCapacity: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM settings") ?? 0)
+        contents.serial = UInt64(bitPattern: try db.integer("SELECT value FROM meta WHERE name = 'serial'") ?? 0)
+        // Sized once: growing a table of 100,000 keys step by step rehashes it many times.
+        contents.values = ValueTable(minimumCapacity: Int(try db.integer("SELECT COUNT(*) FROM settings") ?? 0))
         // A store holds few distinct types: each type's text is parsed once.
         var types: [String: DBusType] = [:]
-        let rows = try Row.fetchCursor(db, sql: "SELECT path, type, value, serial FROM settings")
-        while let row = try rows.next() {
-            let path: String = row[0]
-            contents.serial = max(contents.serial, UInt64(bitPattern: row[3] as Int64))
+        try db.rows("SELECT path, type, value, serial FROM settings") { row throws(SQLiteError) in
+            let path = row.text(0)
+            let serial = UInt64(bitPattern: row.integer(3))
+            contents.serial = max(contents.serial, serial)
             do {
-                let typeText: String = row[1]
+                let typeText = row.text(1)
                 let type: DBusType
                 if let known = types[typeText] {
                     type = known
@@ -194,17 +187,16 @@ final class StorePersistence: Sendable {
                     type = try DBusType(parsing: typeText)
                     types[typeText] = type
                 }
-                let value = try GVariantText.parse(row[2], as: type)
-                contents.values[try SettingPath(path)] = CommittedState.UserValue(value: value, serial: row[3])
+                let value = try GVariantText.parse(row.text(2), as: type)
+                contents.values[try SettingPath(path)] = CommittedState.UserValue(value: value, serial: serial)
             } catch {
                 contents.unreadable.append((path, "\(error)"))
             }
         }
-        let schemaRows = try Row.fetchCursor(
-            db,
-            sql: "SELECT path, type, default_value, summary, description, range_min, range_max, choices, secret FROM schemas")
-        while let row = try schemaRows.next() {
-            let path: String = row[0]
+        try db.rows(
+            "SELECT path, type, default_value, summary, description, range_min, range_max, choices, secret FROM schemas"
+        ) { row throws(SQLiteError) in
+            let path = row.text(0)
             do {
                 contents.schemas[try SettingPath(path)] = try StorePersistence.schema(from: row)
             } catch {
@@ -214,20 +206,20 @@ final class StorePersistence: Sendable {
         return contents
     }
 
-    private static func schema(from row: Row) throws -> SettingSchema {
-        let type = try DBusType(parsing: row[1])
-        let defaultValue = try GVariantText.parse(row[2], as: type)
+    private static func schema(from row: SQLiteRow) throws -> SettingSchema {
+        let type = try DBusType(parsing: row.text(1))
+        let defaultValue = try GVariantText.parse(row.text(2), as: type)
         var range: SettingRange?
-        if let min: String = row[5], let max: String = row[6] {
+        if let min = row.optionalText(5), let max = row.optionalText(6) {
             range = SettingRange(min: try GVariantText.parse(min, as: type), max: try GVariantText.parse(max, as: type))
         }
         var choices: [DBusValue]?
-        if let text: String = row[7], case .array(_, let elements) = try GVariantText.parse(text, as: .array(type)) {
+        if let text = row.optionalText(7), case .array(_, let elements) = try GVariantText.parse(text, as: .array(type)) {
             choices = elements
         }
         return SettingSchema(
-            type: type, defaultValue: defaultValue, summary: row[3], description: row[4], range: range,
-            choices: choices, isSecret: (row[8] as Int) != 0)
+            type: type, defaultValue: defaultValue, summary: row.optionalText(3), description: row.optionalText(4),
+            range: range, choices: choices, isSecret: row.integer(8) != 0)
     }
 
     /// Writes a group of changesets in one transaction (one fsync in full durability).
@@ -244,26 +236,19 @@ final class StorePersistence: Sendable {
                     + "that, then restart settings-broker")
         }
         do {
-            try database.write { db in
-                let upsert = try db.cachedStatement(
-                    sql: """
-                        INSERT INTO settings (path, type, value, serial) VALUES (?, ?, ?, ?)
-                        ON CONFLICT(path) DO UPDATE SET type = excluded.type, value = excluded.value,
-                        serial = excluded.serial
-                        """)
-                let delete = try db.cachedStatement(sql: "DELETE FROM settings WHERE path = ?")
+            try database.transaction { db in
                 // Whether the last serial is left in no row: then `meta` records it (see the type's note).
                 var serialNeedsMeta = false
                 for changeset in batch {
                     serialNeedsMeta = serialNeedsMeta || changeset.writes.isEmpty || !changeset.registrations.isEmpty
                     for write in changeset.writes {
                         if let value = write.value {
-                            try upsert.execute(arguments: [
-                                write.key.rawValue, value.type.signatureText, GVariantText.format(value),
-                                Int64(bitPattern: changeset.serial),
+                            try db.execute(Self.upsertValue, [
+                                .text(write.key.rawValue), .text(value.type.signatureText),
+                                .text(GVariantText.format(value)), .integer(Int64(bitPattern: changeset.serial)),
                             ])
                         } else {
-                            try delete.execute(arguments: [write.key.rawValue])
+                            try db.execute("DELETE FROM settings WHERE path = ?", [.text(write.key.rawValue)])
                             serialNeedsMeta = true
                         }
                     }
@@ -273,8 +258,7 @@ final class StorePersistence: Sendable {
                 }
                 if serialNeedsMeta {
                     try db.execute(
-                        sql: "UPDATE meta SET value = ? WHERE name = 'serial'",
-                        arguments: [Int64(bitPattern: last.serial)])
+                        "UPDATE meta SET value = ? WHERE name = 'serial'", [.integer(Int64(bitPattern: last.serial))])
                 }
             }
         } catch {
@@ -287,7 +271,7 @@ final class StorePersistence: Sendable {
     /// ``Durability/relaxed``; nil when the store is read-only.
     func synchronousLevel() async -> Int? {
         guard let database else { return nil }
-        return try? await database.read { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") }
+        return try? await database.perform { db in try db.integer("PRAGMA synchronous").map(Int.init) }
     }
 
     /// Closes the store's connection, which folds the write-ahead log into the store file. Commits after
@@ -296,19 +280,27 @@ final class StorePersistence: Sendable {
         try? database?.close()
     }
 
-    private static func insert(_ schema: SettingSchema, at path: String, _ db: Database) throws {
+    /// Stores one value (the statement is prepared once per connection).
+    static let upsertValue = """
+        INSERT INTO settings (path, type, value, serial) VALUES (?, ?, ?, ?)
+        ON CONFLICT(path) DO UPDATE SET type = excluded.type, value = excluded.value, serial = excluded.serial
+        """
+
+    private static func insert(_ schema: SettingSchema, at path: String, _ db: SQLiteConnection) throws {
         let type = schema.type
         let choices = schema.choices.map { GVariantText.format(.array(type, $0)) }
         try db.execute(
-            sql: """
-                INSERT OR REPLACE INTO schemas
-                (path, type, default_value, summary, description, range_min, range_max, choices, secret)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """,
-            arguments: [
-                path, type.signatureText, GVariantText.format(schema.defaultValue), schema.summary, schema.description,
-                schema.range.map { GVariantText.format($0.min) }, schema.range.map { GVariantText.format($0.max) },
-                choices, schema.isSecret ? 1 : 0,
+            """
+            INSERT OR REPLACE INTO schemas
+            (path, type, default_value, summary, description, range_min, range_max, choices, secret)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """,
+            [
+                .text(path), .text(type.signatureText), .text(GVariantText.format(schema.defaultValue)),
+                .nullable(schema.summary), .nullable(schema.description),
+                .nullable(schema.range.map { GVariantText.format($0.min) }),
+                .nullable(schema.range.map { GVariantText.format($0.max) }), .nullable(choices),
+                .integer(schema.isSecret ? 1 : 0),
             ])
     }
 }

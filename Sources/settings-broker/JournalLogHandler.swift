@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-import Foundation
+import Glibc
 import Logging
 
 /// A log handler that writes one line per message to standard error in the form journald reads: a syslog
@@ -34,10 +34,18 @@ struct JournalLogHandler: LogHandler {
         let all = metadata.merging(event.metadata ?? [:]) { _, new in new }
         for (key, value) in all.sorted(by: { $0.key < $1.key }) {
             let text = "\(value)"
-            let quoted = text.contains(" ") || text.isEmpty ? "\"\(text.replacingOccurrences(of: "\"", with: "\\\""))\"" : text
+            let quoted = text.contains(" ") || text.isEmpty ? "\"\(text.replacing("\"", with: "\\\""))\"" : text
             line += " \(key)=\(quoted)"
         }
         line += "\n"
-        FileHandle.standardError.write(Data(line.utf8))
+        // One write per line, so lines of different threads never interleave.
+        var bytes = Array(line.utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes.withUnsafeMutableBytes { write(2, $0.baseAddress! + offset, $0.count - offset) }
+            if written < 0, errno == EINTR { continue }
+            guard written > 0 else { return }
+            offset += written
+        }
     }
 }

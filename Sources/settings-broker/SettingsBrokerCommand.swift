@@ -2,7 +2,7 @@
 
 import ArgumentParser
 import DBus
-import Foundation
+import FoundationEssentials
 import Logging
 import SettingsBroker
 import ServiceLifecycle
@@ -96,7 +96,7 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
         if let xdg = environment["XDG_CONFIG_HOME"], xdg.hasPrefix("/") {
             config = xdg
         } else {
-            config = (environment["HOME"] ?? NSHomeDirectory()) + "/.config"
+            config = (environment["HOME"] ?? FileManager.default.homeDirectoryForCurrentUser.path) + "/.config"
         }
         return config + "/settingsbus/settings.db"
     }

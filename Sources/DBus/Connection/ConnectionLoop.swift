@@ -12,7 +12,6 @@
 // fails with `Disconnected`, every stream ends, and jobs enqueued afterwards are refused.
 
 internal import CDBus
-internal import Foundation
 internal import Glibc
 import Synchronization
 
@@ -125,14 +124,11 @@ final class ConnectionLoop: @unchecked Sendable {
 
     /// Starts the loop thread, which first runs `open` to make the connection.
     func start(open: @escaping @Sendable (ConnectionLoop) -> Void) {
-        let thread = Thread { [self] in
+        startThread(name: "dbus-connection", stackSize: 8 << 20) { [self] in
             open(self)
             if connection != nil { run() }
             finish()
         }
-        thread.name = "dbus-connection"
-        thread.stackSize = 8 << 20
-        thread.start()
     }
 
     private func run() {
