@@ -116,11 +116,11 @@ final class SQLiteDatabase: @unchecked Sendable {
     /// when it throws.
     func transaction<T>(_ body: (SQLiteConnection) throws -> T) throws -> T {
         try use { connection in
-            try connection.execute("BEGIN IMMEDIATE")
+            try connection.step("BEGIN IMMEDIATE")
             let result: T
             do {
                 result = try body(connection)
-                try connection.execute("COMMIT")
+                try connection.step("COMMIT")
             } catch {
                 if sqlite3_get_autocommit(connection.handle) == 0 { try? connection.execute("ROLLBACK") }
                 throw error
@@ -168,6 +168,11 @@ final class SQLiteConnection {
             return
         }
         try rows(sql, arguments) { _ throws(SQLiteError) in }
+    }
+
+    /// Runs one statement that yields no rows, prepared once and cached.
+    func step(_ sql: String) throws(SQLiteError) {
+        try rows(sql) { _ throws(SQLiteError) in }
     }
 
     /// Runs one statement and calls `body` with each row it yields.

@@ -67,12 +67,14 @@ final class ConnectionLoop: @unchecked Sendable {
     /// Runs a job on the loop thread. Returns false (and drops the job) when the loop has ended.
     @discardableResult
     func enqueue(_ job: @escaping Job) -> Bool {
-        let accepted = queue.withLock { state -> Bool in
-            guard !state.closed else { return false }
+        let (accepted, first) = queue.withLock { state -> (Bool, Bool) in
+            guard !state.closed else { return (false, false) }
             state.jobs.append(job)
-            return true
+            return (true, state.jobs.count == 1)
         }
-        if accepted { wake() }
+        // Jobs already waiting mean a wake-up is on its way, or the loop has taken it and runs every queued
+        // job before it polls again (it reads the eventfd before it takes the jobs).
+        if accepted && first { wake() }
         return accepted
     }
 
