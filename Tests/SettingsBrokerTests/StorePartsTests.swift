@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import DBus
+@testable import SettingsBroker
+import SettingsModel
+import Testing
+
+/// The broker's in-memory table of values, its SQLite layer and its path helpers, on their own.
+struct StorePartsTests {
+    static func key(_ text: String) throws -> SettingPath { try SettingPath(text) }
+
+    @Test func theValueTableKeepsEveryOtherEntryWhenOneIsRemovedFromTheMiddle() throws {
+        var table = ValueTable()
+        let values: [DBusValue] = [
+            .string("short"), .string(String(repeating: "long text ", count: 8)), .int32(-7), .uint32(7),
+            .int64(.min), .uint64(.max), .double(0.5), .boolean(true), .byte(3),
+            .array(.string, [.string("a"), .string("b")]), .variant(.int16(2)),
+        ]
+        for (index, value) in values.enumerated() {
+            table[try Self.key("/t/k\(index)")] = ValueTable.UserValue(value: value, serial: UInt64(index + 1))
+        }
+        #expect(table.count == values.count)
+
+        // When: a key in the middle is removed (the last entry moves into its place), then one is replaced.
+        table[try Self.key("/t/k3")] = nil
+        table[try Self.key("/t/k0")] = ValueTable.UserValue(value: .string("new"), serial: 99)
+
+        // Then: every other key keeps its value, type and serial.
+        #expect(table.count == values.count - 1)
+        #expect(table[try Self.key("/t/k3")] == nil)
+        for (index, value) in values.enumerated() where index != 3 && index != 0 {
+            let entry = try #require(table[try Self.key("/t/k\(index)")])
+            #expect(entry.value == value)
+            #expect(entry.type == value.type)
+            #expect(entry.serial == UInt64(index + 1))
+        }
+        #expect(table[try Self.key("/t/k0")]?.value == .string("new"))
+        #expect(Set(table.keys.map(\.rawValue)).count == values.count - 1)
+        #expect(table.first { _, user in user.serial == 99 }?.key == (try Self.key("/t/k0")))
+        // Removing a key that is not there changes nothing.
+        table[try Self.key("/t/none")] = nil
+        #expect(table.count == values.count - 1)
+    }
+
+    @Test func sqliteErrorsCarryTheirCodeAndARollbackUndoesTheTransaction() throws {
+        let directory = try StoreFiles.makeTemporaryDirectory()
+        let file = directory + "/t.db"
+        defer {
+            for suffix in ["", "-journal"] { StoreFiles.removeIfPresent(file + suffix) }
+            StoreFiles.removeDirectory(directory)
+        }
+        let database = try SQLiteDatabase(path: file)
+        try database.use { db in try db.execute("CREATE TABLE t (k TEXT PRIMARY KEY NOT NULL, v)") }
+
+        // When: a transaction fails half-way (a duplicate key).
+        #expect(throws: SQLiteError.self) {
+            try database.transaction { db in
+                try db.execute("INSERT INTO t VALUES (?, ?)", [.text("a"), .integer(1)])
+                try db.execute("INSERT INTO t VALUES (?, ?)", [.text("a"), .integer(2)])
+            }
+        }
+        // Then: nothing of it is stored, and the error names SQLite's constraint code.
+        #expect(try database.use { db in try db.integer("SELECT COUNT(*) FROM t") } == 0)
+        do {
+            try database.use { db in
+                try db.execute("INSERT INTO t VALUES (?, ?)", [.text("b"), .null])
+                try db.execute("INSERT INTO t VALUES (?, ?)", [.text("b"), .null])
+            }
+            Issue.record("a duplicate key was accepted")
+        } catch let error as SQLiteError {
+            #expect(error.primaryCode == 19)  // SQLITE_CONSTRAINT
+            #expect(error.description.contains("UNIQUE constraint failed"))
+            #expect(!error.isDamage)
+        }
+        #expect(try database.use { db in try db.text("SELECT v FROM t WHERE k = 'b'") } == nil)
+        try database.close()
+        #expect(throws: SQLiteError.self) { try database.use { db in try db.integer("SELECT 1") } }
+    }
+
+    @Test(arguments: [
+        ("/a/b/c", "/a/b"), ("/a", "/"), ("/", "/"), ("name", "."), ("/a/b/", "/a"), ("a/b", "a"),
+    ])
+    func theDirectoryOfAPath(path: String, directory: String) {
+        #expect(StoreFiles.directory(of: path) == directory)
+    }
+}
