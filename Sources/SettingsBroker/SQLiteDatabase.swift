@@ -5,7 +5,7 @@
 // The broker needs little of SQLite: open a file, run a few statements (some cached), read rows, run a
 // transaction, copy a database with the backup API, and report errors with SQLite's own codes. A thin layer
 // over the C API does that with no Foundation, which keeps the broker's memory small: the Swift
-// Foundation libraries alone are about 6 MB of resident pages.
+// Foundation libraries and ICU alone are about 6 MiB of resident pages.
 //
 // One connection is used by one thread at a time: every use goes through `use`, `transaction` or `perform`,
 // which hold the connection's lock for the whole call, so a transaction never interleaves with another use.

@@ -1,0 +1,66 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Shared by the probes: a private dbus-daemon and a settings-broker on it, both ended on exit."""
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+
+import dbus
+
+NAME = "io.github.settingsbus.Settings1"
+PATH = "/io/github/settingsbus/Settings1"
+
+
+class Broker:
+    """A private bus and a broker with a store in a temporary directory; `with Broker(path) as b:`."""
+
+    def __init__(self, broker, env=None):
+        self.work = tempfile.mkdtemp(prefix="settingsbus-probe-")
+        self.bus = subprocess.Popen(["dbus-daemon", "--session", "--nofork", "--print-address=1"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.address = self.bus.stdout.readline().strip()
+        self.connection = dbus.bus.BusConnection(self.address)
+        self.path, self.env, self.process = broker, env, None
+        self.start()
+
+    def start(self):
+        """Starts the broker; returns the seconds until it owned its name."""
+        started = time.perf_counter()
+        self.process = subprocess.Popen([self.path, "--bus", self.address, "--store", self.work + "/settings.db"],
+                                        stderr=subprocess.DEVNULL, env=dict(os.environ, **(self.env or {})))
+        deadline = started + 30
+        while not self.connection.name_has_owner(NAME):
+            if time.perf_counter() > deadline:
+                raise RuntimeError("the broker did not take its name within 30 s")
+            time.sleep(0.002)
+        obj = self.connection.get_object(NAME, PATH, introspect=False)
+        self.settings = dbus.Interface(obj, NAME)
+        self.peer = dbus.Interface(obj, "org.freedesktop.DBus.Peer")
+        return time.perf_counter() - started
+
+    def stop(self):
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        self.stop()
+        self.bus.terminate()
+        self.bus.wait()
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+def p(samples, fraction):
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))]
+
+
+def cpu(pid):
+    """User and system CPU seconds of a process."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
