@@ -60,7 +60,9 @@ enum SQLiteArgument: Sendable {
 final class SQLiteDatabase: @unchecked Sendable {
     // @unchecked Sendable: the connection (its handle and cached statements) is only touched inside
     // `connection.withLock` (through `use`, `transaction`, `perform` and `close`), so one thread at a time
-    // uses it, and it never escapes the closures it is lent to.
+    // uses it, and it never escapes the closures it is lent to. The lock is held for the whole use, waits on
+    // the disk included: only the commit queue, the backup and opening use a connection, never a connection's
+    // thread of the D-Bus binding or a Swift task (`perform` moves the work to a dispatch queue).
     private let connection: Locked<SQLiteConnection?>
     /// The file, for messages.
     let path: String
