@@ -126,14 +126,9 @@ enum StoreFiles {
         let zeros = [UInt8](repeating: 0, count: 64 * 1024)
         var written = 0
         while made && written < bytes {
-            let count = zeros.withUnsafeBytes { write(fd, $0.baseAddress, min($0.count, bytes - written)) }
-            if count > 0 {
-                written += count
-            } else if count < 0 && errno == EINTR {
-                continue
-            } else {
-                made = false
-            }
+            let count = min(zeros.count, bytes - written)
+            made = zeros.withUnsafeBytes { writeAll(fd, UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+            written += count
         }
         made = made && fdatasync(fd) == 0
         close(fd)
@@ -167,17 +162,26 @@ enum StoreFiles {
                 if errno == EINTR { continue }
                 throw failure("cannot read")
             }
-            var offset = 0
-            while offset < count {
-                let written = buffer.withUnsafeBytes { write(output, $0.baseAddress! + offset, count - offset) }
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    throw failure("cannot write")
-                }
-                offset += written
+            guard buffer.withUnsafeBytes({ writeAll(output, UnsafeRawBufferPointer(rebasing: $0[..<count])) }) else {
+                throw failure("cannot write")
             }
         }
         if sync, fsync(output) != 0 { throw failure("cannot sync the copy") }
+    }
+
+    /// Writes all of `bytes` to `fd`, again after a partial write or an interrupted call; false (with
+    /// `errno` set) when a write fails.
+    static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            let written = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+            if written < 0 {
+                if errno == EINTR { continue }
+                return false
+            }
+            offset += written
+        }
+        return true
     }
 
     /// The directory part of a path (`/a/b` for `/a/b/c`, `/` for `/a`, `.` for a bare name).
