@@ -125,11 +125,19 @@ final class ConnectionLoop: @unchecked Sendable {
     // MARK: - Thread
 
     /// Starts the loop thread, which first runs `open` to make the connection.
-    func start(open: @escaping @Sendable (ConnectionLoop) -> Void) {
-        startThread(name: "dbus-connection", stackSize: 8 << 20) { [self] in
+    ///
+    /// - Throws: ``DBusError`` `Failed` when the system cannot start another thread; `open` does not run,
+    ///   and the loop is finished as if its connection had ended.
+    func start(open: @escaping @Sendable (ConnectionLoop) -> Void) throws(DBusError) {
+        let result = startThread(name: "dbus-connection", stackSize: 8 << 20) { [self] in
             open(self)
             if connection != nil { run() }
             finish()
+        }
+        guard result == 0 else {
+            // No loop thread exists, so this thread may finish the loop in its place.
+            finish()
+            throw DBusError(.failed, "cannot start the connection's thread: \(String(cString: strerror(result)))")
         }
     }
 

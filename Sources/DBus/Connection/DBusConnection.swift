@@ -69,8 +69,12 @@ public final class DBusConnection: Sendable {
         }
         let loop = try ConnectionLoop()
         let opened: Result<BusName?, DBusError> = await handOff { deliver in
-            loop.start { loop in
-                deliver(DBusConnection.open(bus, on: loop))
+            do throws(DBusError) {
+                try loop.start { loop in
+                    deliver(DBusConnection.open(bus, on: loop))
+                }
+            } catch {
+                deliver(.failure(error))
             }
         }
         let connection = DBusConnection(loop: loop, uniqueName: try opened.get())

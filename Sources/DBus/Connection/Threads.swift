@@ -9,7 +9,9 @@ internal import Glibc
 /// - Parameters:
 ///   - name: the thread's name as `top -H` and debuggers show it (at most 15 bytes are kept).
 ///   - stackSize: the thread's stack, in bytes.
-func startThread(name: String, stackSize: Int, _ body: @escaping @Sendable () -> Void) {
+/// - Returns: 0, or the error number of `pthread_create` (`EAGAIN` when the system's limit on threads or
+///   memory is reached), in which case `body` never runs.
+func startThread(name: String, stackSize: Int, _ body: @escaping @Sendable () -> Void) -> Int32 {
     final class Start {
         let name: String
         let body: @Sendable () -> Void
@@ -31,5 +33,6 @@ func startThread(name: String, stackSize: Int, _ body: @escaping @Sendable () ->
         start.body()
         return nil
     }, start)
-    precondition(result == 0, "cannot start the thread \(name): pthread_create returned \(result)")
+    if result != 0 { Unmanaged<Start>.fromOpaque(start).release() }
+    return result
 }
