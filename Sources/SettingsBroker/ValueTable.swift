@@ -64,12 +64,14 @@ struct ValueTable {
     }
 }
 
-/// A ``DBus/DBusValue`` as the broker keeps it in memory: text and numbers inline (a `String` of up to 15
-/// bytes needs no allocation at all), other values as they are.
+/// A ``DBus/DBusValue`` as the broker keeps it in memory: text and numbers inline, other values as they are.
 ///
 /// `DBusValue` is an indirect enum, so each one is a heap allocation of its own (32 bytes and malloc's
-/// overhead for a short string); this enum is 17 bytes in place.
+/// overhead for a short string). Here text of up to 22 bytes sits in place (``InlineText``; a Swift `String`
+/// keeps only 15 in place and allocates 64 bytes for one of 16 to 31), longer text is a `String`, and
+/// numbers are themselves: the enum is 24 bytes, and a ``ValueTable/UserValue`` with its serial 32.
 enum StoredValue {
+    case shortString(InlineText)
     case string(String)
     case boolean(Bool)
     case int32(Int32)
@@ -81,7 +83,7 @@ enum StoredValue {
 
     init(_ value: DBusValue) {
         switch value {
-        case .string(let text): self = .string(text)
+        case .string(let text): self = InlineText(text).map { .shortString($0) } ?? .string(text)
         case .boolean(let flag): self = .boolean(flag)
         case .int32(let number): self = .int32(number)
         case .uint32(let number): self = .uint32(number)
@@ -94,6 +96,7 @@ enum StoredValue {
 
     var value: DBusValue {
         switch self {
+        case .shortString(let text): .string(text.string)
         case .string(let text): .string(text)
         case .boolean(let flag): .boolean(flag)
         case .int32(let number): .int32(number)
@@ -107,7 +110,7 @@ enum StoredValue {
 
     var type: DBusType {
         switch self {
-        case .string: .string
+        case .shortString, .string: .string
         case .boolean: .boolean
         case .int32: .int32
         case .uint32: .uint32
@@ -116,5 +119,32 @@ enum StoredValue {
         case .double: .double
         case .other(let value): value.type
         }
+    }
+}
+
+/// Up to 22 bytes of UTF-8 text in place, with no allocation: with its count, 23 bytes, so that the enum
+/// that holds it needs 24.
+struct InlineText {
+    private var bytes: (UInt64, UInt64, UInt32, UInt16) = (0, 0, 0, 0)
+    private var count: UInt8 = 0
+
+    /// The most bytes it holds.
+    static let capacity = 22
+
+    /// The text in place, or nil when it is longer than ``capacity`` bytes.
+    init?(_ text: String) {
+        var text = text
+        let fits = text.withUTF8 { utf8 -> Bool in
+            guard utf8.count <= Self.capacity else { return false }
+            withUnsafeMutableBytes(of: &bytes) { $0.copyMemory(from: UnsafeRawBufferPointer(utf8)) }
+            count = UInt8(utf8.count)
+            return true
+        }
+        guard fits else { return nil }
+    }
+
+    /// The text.
+    var string: String {
+        withUnsafeBytes(of: bytes) { String(decoding: $0.prefix(Int(count)), as: UTF8.self) }
     }
 }

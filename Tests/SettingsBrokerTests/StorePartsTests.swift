@@ -42,6 +42,24 @@ struct StorePartsTests {
         #expect(table.count == values.count - 1)
     }
 
+    @Test(arguments: [
+        "", "a", String(repeating: "x", count: 15), String(repeating: "x", count: 16), "value of key 99999",
+        String(repeating: "y", count: 22), String(repeating: "z", count: 23), "été à l'ombre 🌳", "🌳🌳🌳🌳🌳🌳",
+        String(repeating: "é", count: 11), String(repeating: "é", count: 11) + "e", "nul\u{0}inside",
+    ])
+    func textIsKeptWhateverItsLength(text: String) {
+        let stored = StoredValue(.string(text))
+        #expect(stored.value == .string(text))
+        #expect(stored.type == .string)
+        if case .shortString = stored {
+            #expect(text.utf8.count <= InlineText.capacity)
+        } else {
+            #expect(text.utf8.count > InlineText.capacity)
+        }
+        #expect(MemoryLayout<StoredValue>.size <= 24)
+        #expect(MemoryLayout<ValueTable.UserValue>.stride <= 32)
+    }
+
     @Test func sqliteErrorsCarryTheirCodeAndARollbackUndoesTheTransaction() throws {
         let directory = try StoreFiles.makeTemporaryDirectory()
         let file = directory + "/t.db"
