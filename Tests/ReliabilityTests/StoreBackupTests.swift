@@ -11,10 +11,6 @@ import Testing
 /// not reach, all in this process (no bus).
 @Suite(.timeLimit(.minutes(1)))
 struct StoreBackupTests {
-    static func set(_ store: SettingsStore, _ key: String, _ value: DBusValue) async throws -> UInt64 {
-        try await store.apply(Changeset(sets: [(try SettingPath(key), value)], origin: "test"))
-    }
-
     /// Starts the backups of a store, with each event delivered to a mailbox.
     static func startBackups(_ store: SettingsStore, interval: Duration) async -> Mailbox<StoreBackup.Event> {
         let events = Mailbox<StoreBackup.Event>()
@@ -51,7 +47,7 @@ struct StoreBackupTests {
         #expect(try await Self.writtenSerial(events) == 0)
 
         // When: a value is committed, then Then: a backup holding it follows.
-        let serial = try await Self.set(store, "/test/backup/a", .int32(1))
+        let serial = try await StoreCalls.set(store, "/test/backup/a", .int32(1))
         #expect(try await Self.writtenSerial(events) == serial)
         #expect(StoreBackup.serial(ofBackup: directory.backup) == serial)
         #expect(store.status()["backup-serial"] == .uint64(serial))
@@ -71,7 +67,7 @@ struct StoreBackupTests {
 
         // When: values are committed, the backup stays as it was.
         var last: UInt64 = 0
-        for index in 0..<5 { last = try await Self.set(store, "/test/backup/k\(index)", .int32(Int32(index))) }
+        for index in 0..<5 { last = try await StoreCalls.set(store, "/test/backup/k\(index)", .int32(Int32(index))) }
         #expect(StoreBackup.serial(ofBackup: directory.backup) == 0)
 
         // Then: shutting down writes the last one.
@@ -96,15 +92,10 @@ struct StoreBackupTests {
         let directory = try StoreDirectory()
         defer { directory.remove() }
         let first = try await SettingsStore.open(path: directory.store)
-        _ = try await Self.set(first, "/test/format/a", .string("kept"))
-        await first.close()
-        first.storePersistence.close()
+        _ = try await StoreCalls.set(first, "/test/format/a", .string("kept"))
+        await StoreCalls.shutDown(first)
         // A newer broker has written format 99.
-        let result = try await TestProcess.run(
-            PeerScripts.python,
-            ["-c", "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(\"UPDATE meta SET value=99 WHERE name='format'\"); c.commit(); c.close()",
-             directory.store])
-        try #require(result.status == 0, "\(result.stderr)")
+        _ = try await StoreCalls.sqlite(directory.store, "UPDATE meta SET value = 99 WHERE name = 'format';")
         let before = FileManager.default.contents(atPath: directory.store)
 
         let store = try await SettingsStore.open(path: directory.store)
@@ -112,7 +103,7 @@ struct StoreBackupTests {
         #expect(store.condition.problem?.contains("has store format 99") == true)
         #expect(store.condition.source == .store)
         #expect(try store.get(try SettingPath("/test/format/a")) == .string("kept"))
-        await #expect(throws: SettingsError.storeFailure("")) { _ = try await Self.set(store, "/test/format/a", .string("x")) }
+        await #expect(throws: SettingsError.storeFailure("")) { _ = try await StoreCalls.set(store, "/test/format/a", .string("x")) }
         #expect(FileManager.default.contents(atPath: directory.store) == before)
         #expect(directory.damagedFiles().isEmpty)
     }
@@ -127,9 +118,8 @@ struct StoreBackupTests {
         let store = try await SettingsStore.open(path: directory.store)
         #expect(store.condition.health == .ok)
         #expect(directory.names().contains { $0.hasPrefix("settings.db.orphaned-") && $0.hasSuffix("-wal") })
-        #expect(try await Self.set(store, "/test/orphan/a", .int32(1)) == 1)
-        await store.close()
-        store.storePersistence.close()
+        #expect(try await StoreCalls.set(store, "/test/orphan/a", .int32(1)) == 1)
+        await StoreCalls.shutDown(store)
     }
 }
 

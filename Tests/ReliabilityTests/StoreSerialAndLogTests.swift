@@ -11,33 +11,13 @@ import Testing
 /// (no bus), against real store files.
 @Suite(.timeLimit(.minutes(1)))
 struct StoreSerialAndLogTests {
-    static func set(_ store: SettingsStore, _ key: String, _ value: DBusValue) async throws -> UInt64 {
-        try await store.apply(Changeset(sets: [(try SettingPath(key), value)], origin: "test"))
-    }
-
     static func reset(_ store: SettingsStore, _ key: String) async throws -> UInt64 {
         try await store.apply(Changeset(resets: [.key(try SettingPath(key))], origin: "test"))
     }
 
     static func reopen(_ store: SettingsStore, _ path: String) async throws -> SettingsStore {
-        await store.close()
-        store.storePersistence.close()
+        await StoreCalls.shutDown(store)
         return try await SettingsStore.open(path: path)
-    }
-
-    /// Runs SQL on a store file with python3's sqlite3 and returns what it prints.
-    static func sqlite(_ file: String, _ statements: String, print expression: String = "''") async throws -> String {
-        let script = """
-            import sqlite3, sys
-            c = sqlite3.connect(sys.argv[1])
-            c.executescript(sys.argv[2])
-            c.commit()
-            print(\(expression))
-            c.close()
-            """
-        let result = try await TestProcess.run(PeerScripts.python, ["-c", script, file, statements])
-        guard result.status == 0 else { throw TestFailure("python3 sqlite3 failed: \(result.stderr)") }
-        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     static func size(of file: String) -> Int? {
@@ -48,8 +28,8 @@ struct StoreSerialAndLogTests {
         let directory = try StoreDirectory()
         defer { directory.remove() }
         var store = try await SettingsStore.open(path: directory.store)
-        _ = try await Self.set(store, "/test/serial/a", .int32(1))
-        let stored = try await Self.set(store, "/test/serial/b", .int32(2))
+        _ = try await StoreCalls.set(store, "/test/serial/a", .int32(1))
+        let stored = try await StoreCalls.set(store, "/test/serial/b", .int32(2))
 
         // When: the last commits only stored values (the serial lives in their rows).
         store = try await Self.reopen(store, directory.store)
@@ -62,21 +42,19 @@ struct StoreSerialAndLogTests {
         store = try await Self.reopen(store, directory.store)
         // Then: the serial still does not go back, and the next commit follows it.
         #expect(store.serial == removed)
-        #expect(try await Self.set(store, "/test/serial/c", .int32(3)) == removed + 1)
+        #expect(try await StoreCalls.set(store, "/test/serial/c", .int32(3)) == removed + 1)
         #expect(try store.get(try SettingPath("/test/serial/a")) == .int32(1))
-        await store.close()
-        store.storePersistence.close()
+        await StoreCalls.shutDown(store)
     }
 
     @Test func aFormatOneStoreKeepsItsSerialAndIsMarkedFormatTwo() async throws {
         let directory = try StoreDirectory()
         defer { directory.remove() }
         let first = try await SettingsStore.open(path: directory.store)
-        _ = try await Self.set(first, "/test/format/a", .string("kept"))
-        await first.close()
-        first.storePersistence.close()
+        _ = try await StoreCalls.set(first, "/test/format/a", .string("kept"))
+        await StoreCalls.shutDown(first)
         // Given: a store as format 1 wrote it, whose serial is in `meta` alone (higher than any row's).
-        _ = try await Self.sqlite(
+        _ = try await StoreCalls.sqlite(
             directory.store, "UPDATE meta SET value = 1 WHERE name = 'format'; UPDATE meta SET value = 41 WHERE name = 'serial';")
 
         // When: this broker opens it.
@@ -85,10 +63,9 @@ struct StoreSerialAndLogTests {
         #expect(store.condition.health == .ok)
         #expect(store.serial == 41)
         #expect(try store.get(try SettingPath("/test/format/a")) == .string("kept"))
-        #expect(try await Self.set(store, "/test/format/b", .int32(1)) == 42)
-        await store.close()
-        store.storePersistence.close()
-        let format = try await Self.sqlite(
+        #expect(try await StoreCalls.set(store, "/test/format/b", .int32(1)) == 42)
+        await StoreCalls.shutDown(store)
+        let format = try await StoreCalls.sqlite(
             directory.store, "", print: "c.execute(\"SELECT value FROM meta WHERE name = 'format'\").fetchone()[0]")
         #expect(format == "\(StorePersistence.formatVersion)")
         #expect(StorePersistence.formatVersion == 2)
@@ -105,7 +82,7 @@ struct StoreSerialAndLogTests {
         // When: more commits than the log holds pages.
         let commits = StorePersistence.logPages(pageSize: 4096) * 2 + 10
         for index in 0..<commits {
-            _ = try await Self.set(store, "/test/log/k\(index % 50)", .int32(Int32(index)))
+            _ = try await StoreCalls.set(store, "/test/log/k\(index % 50)", .int32(Int32(index)))
         }
         // Then: the log was folded into the store and started again, never growing the file.
         #expect(Self.size(of: log) == StorePersistence.logBytes)
@@ -115,23 +92,21 @@ struct StoreSerialAndLogTests {
         let sets = try (0..<24).map { (try SettingPath("/test/log/big\($0)"), DBusValue.string(big)) }
         _ = try await store.apply(Changeset(sets: sets, origin: "test"))
         #expect((Self.size(of: log) ?? 0) > StorePersistence.logBytes)
-        _ = try await Self.set(store, "/test/log/after", .int32(1))
+        _ = try await StoreCalls.set(store, "/test/log/after", .int32(1))
         // Then: the file is cut back to its size, and every value is there after a restart.
         #expect(Self.size(of: log) == StorePersistence.logBytes)
         let reopened = try await Self.reopen(store, directory.store)
         #expect(try reopened.get(try SettingPath("/test/log/big23")) == .string(big))
         #expect(try reopened.get(try SettingPath("/test/log/k\((commits - 1) % 50)")) == .int32(Int32(commits - 1)))
-        await reopened.close()
-        reopened.storePersistence.close()
+        await StoreCalls.shutDown(reopened)
     }
 
     @Test func aLogFileThatExistsIsNeverOverwrittenAtOpen() async throws {
         let directory = try StoreDirectory()
         defer { directory.remove() }
         let first = try await SettingsStore.open(path: directory.store)
-        _ = try await Self.set(first, "/test/log/a", .int32(1))
-        await first.close()
-        first.storePersistence.close()
+        _ = try await StoreCalls.set(first, "/test/log/a", .int32(1))
+        await StoreCalls.shutDown(first)
         // Given: a log file of another size at the store's log path (a log SQLite left, as after a crash).
         let log = directory.store + "-wal"
         let bytes = Data(repeating: 0, count: 4096)
@@ -143,7 +118,6 @@ struct StoreSerialAndLogTests {
         #expect(store.condition.health == .ok)
         #expect(try store.get(try SettingPath("/test/log/a")) == .int32(1))
         #expect(Self.size(of: log) == 4096)
-        await store.close()
-        store.storePersistence.close()
+        await StoreCalls.shutDown(store)
     }
 }
