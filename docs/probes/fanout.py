@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Usage: fanout.py BROKER SETTINGS_BENCH [SUBSCRIBERS] [ROUNDS]  -- the time from before a Set until all
 subscribers have printed the change, with subscriber processes of three kinds: minsub.c (C, one thread),
-minsub2.c (C, a hand-off to a second thread) and `settings-bench --role subscriber` (SettingsBus)."""
+`minsub … hop` (C, a hand-off to a second thread) and `settings-bench --role subscriber` (SettingsBus)."""
 import os
 import shutil
 import subprocess
@@ -19,15 +19,18 @@ rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 40
 here = os.path.dirname(os.path.abspath(__file__))
 build = tempfile.mkdtemp(prefix="settingsbus-fanout-")
 flags = subprocess.run(["pkg-config", "--cflags", "--libs", "dbus-1"], capture_output=True, text=True, check=True).stdout.split()
-for name in ("minsub", "minsub2"):
-    subprocess.run(["gcc", "-O2", os.path.join(here, name + ".c"), "-o", os.path.join(build, name), "-lpthread"] + flags, check=True)
+subprocess.run(["gcc", "-O2", os.path.join(here, "minsub.c"), "-o", os.path.join(build, "minsub"), "-lpthread"] + flags,
+               check=True)
 
 key = "/probe/fanout/key"
 
 
 def measure(b, kind):
-    command = ([bench, "--role", "subscriber", "--bus", b.address, "--key", key] if kind == "settings-bench"
-               else [os.path.join(build, kind), b.address, key])
+    command = {
+        "minsub": [os.path.join(build, "minsub"), b.address, key],
+        "minsub hop": [os.path.join(build, "minsub"), b.address, key, "hop"],
+        "settings-bench": [bench, "--role", "subscriber", "--bus", b.address, "--key", key],
+    }[kind]
     subscribers = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True) for _ in range(count)]
     try:
         for s in subscribers:
@@ -49,7 +52,7 @@ def measure(b, kind):
 try:
     with Broker(broker) as b:
         b.settings.Set(key, dbus.String("start", variant_level=1))
-        for kind in ("minsub", "minsub2", "settings-bench"):
+        for kind in ("minsub", "minsub hop", "settings-bench"):
             measure(b, kind)
 finally:
     shutil.rmtree(build, ignore_errors=True)
