@@ -21,7 +21,6 @@
 // A new store is built under a temporary name and renamed into place, so a crash while creating it never
 // leaves an empty file that would later look truncated.
 
-import CSQLite
 import SettingsModel
 
 /// Opens the store file, recovering from damage as the design note above describes.
