@@ -66,6 +66,8 @@ final class SQLiteDatabase: @unchecked Sendable {
     private let connection: Locked<SQLiteConnection?>
     /// The file, for messages.
     let path: String
+    /// How long a statement waits for a lock another connection holds, in milliseconds.
+    private let busyMilliseconds: Int32
 
     /// Where `perform` runs its work: off the Swift tasks' threads.
     private static let queue = DispatchQueue(label: "settings-store-sqlite")
@@ -86,7 +88,8 @@ final class SQLiteDatabase: @unchecked Sendable {
         }
         sqlite3_extended_result_codes(handle, 1)
         let milliseconds = busyTimeout.components.seconds * 1000 + busyTimeout.components.attoseconds / 1_000_000_000_000_000
-        sqlite3_busy_timeout(handle, Int32(clamping: milliseconds))
+        busyMilliseconds = Int32(clamping: milliseconds)
+        sqlite3_busy_timeout(handle, busyMilliseconds)
         connection = Locked(SQLiteConnection(handle: handle))
     }
 
@@ -117,8 +120,28 @@ final class SQLiteDatabase: @unchecked Sendable {
     /// Runs `body` in one write transaction (`BEGIN IMMEDIATE`), committed when it returns and rolled back
     /// when it throws.
     func transaction<T>(_ body: (SQLiteConnection) throws -> T) throws -> T {
+        try transaction(waitingForLocks: true, body)!
+    }
+
+    /// ``transaction(_:)`` that does not wait for the write lock when another connection holds it: it then
+    /// returns nil at once, and nothing has run.
+    func transactionIfUnlocked<T>(_ body: (SQLiteConnection) throws -> T) throws -> T? {
+        try transaction(waitingForLocks: false, body)
+    }
+
+    private func transaction<T>(waitingForLocks: Bool, _ body: (SQLiteConnection) throws -> T) throws -> T? {
         try use { connection in
-            try connection.step("BEGIN IMMEDIATE")
+            if waitingForLocks {
+                try connection.step("BEGIN IMMEDIATE")
+            } else {
+                sqlite3_busy_timeout(connection.handle, 0)
+                defer { sqlite3_busy_timeout(connection.handle, busyMilliseconds) }
+                do {
+                    try connection.step("BEGIN IMMEDIATE")
+                } catch let error as SQLiteError where error.primaryCode == SQLITE_BUSY {
+                    return nil
+                }
+            }
             let result: T
             do {
                 result = try body(connection)

@@ -57,7 +57,7 @@ public enum SettingsInterface {
                 deferred: { call, reply in
                     activity()
                     do throws(SettingsError) {
-                        store.submit(try changeset(call)) { result in
+                        store.submit(try changeset(call), runner: reply.afterDispatch) { result in
                             reply.send(result.map { [.uint64($0)] }.mapError { $0.dbusError })
                         }
                     } catch {

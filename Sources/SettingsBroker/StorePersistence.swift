@@ -224,47 +224,59 @@ final class StorePersistence: Sendable {
 
     /// Writes a group of changesets in one transaction (one fsync in full durability).
     ///
+    /// - Parameter waitingForLocks: false to return false at once, having written nothing, when another
+    ///   connection to the file (another program) holds its write lock; true to wait for it (up to the
+    ///   busy timeout, then fail).
+    /// - Returns: whether the batch was written.
     /// - Throws: ``SettingsError`` `StoreFailure` when the store is read-only or the transaction fails (a
     ///   full disk, an I/O error); nothing of the batch is then stored.
     ///
-    /// It blocks until the transaction is durable: the store calls it on its commit queue, never from a task.
-    func commit(_ batch: [ResolvedChangeset]) throws(SettingsError) {
-        guard let last = batch.last else { return }
+    /// It blocks until the transaction is durable: the store calls it on its commit queue or, for a small
+    /// batch, on the connection's thread; never from a task.
+    @discardableResult
+    func commit(_ batch: [ResolvedChangeset], waitingForLocks: Bool = true) throws(SettingsError) -> Bool {
+        guard let last = batch.last else { return true }
         guard let database else {
             throw .storeFailure(
                 "the settings store \(path) is read-only: \(condition.problem ?? "it cannot be written"). Fix "
                     + "that, then restart settings-broker")
         }
+        let write = { (db: SQLiteConnection) throws in
+            // Whether the last serial is left in no row: then `meta` records it (see the type's note).
+            var serialNeedsMeta = false
+            for changeset in batch {
+                serialNeedsMeta = serialNeedsMeta || changeset.writes.isEmpty || !changeset.registrations.isEmpty
+                for write in changeset.writes {
+                    if let value = write.value {
+                        try db.execute(Self.upsertValue, [
+                            .text(write.key.rawValue), .text(value.type.signatureText),
+                            .text(GVariantText.format(value)), .integer(Int64(bitPattern: changeset.serial)),
+                        ])
+                    } else {
+                        try db.execute("DELETE FROM settings WHERE path = ?", [.text(write.key.rawValue)])
+                        serialNeedsMeta = true
+                    }
+                }
+                for registration in changeset.registrations {
+                    try StorePersistence.insert(registration.schema, at: registration.key.rawValue, db)
+                }
+            }
+            if serialNeedsMeta {
+                try db.execute(
+                    "UPDATE meta SET value = ? WHERE name = 'serial'", [.integer(Int64(bitPattern: last.serial))])
+            }
+        }
         do {
-            try database.transaction { db in
-                // Whether the last serial is left in no row: then `meta` records it (see the type's note).
-                var serialNeedsMeta = false
-                for changeset in batch {
-                    serialNeedsMeta = serialNeedsMeta || changeset.writes.isEmpty || !changeset.registrations.isEmpty
-                    for write in changeset.writes {
-                        if let value = write.value {
-                            try db.execute(Self.upsertValue, [
-                                .text(write.key.rawValue), .text(value.type.signatureText),
-                                .text(GVariantText.format(value)), .integer(Int64(bitPattern: changeset.serial)),
-                            ])
-                        } else {
-                            try db.execute("DELETE FROM settings WHERE path = ?", [.text(write.key.rawValue)])
-                            serialNeedsMeta = true
-                        }
-                    }
-                    for registration in changeset.registrations {
-                        try StorePersistence.insert(registration.schema, at: registration.key.rawValue, db)
-                    }
-                }
-                if serialNeedsMeta {
-                    try db.execute(
-                        "UPDATE meta SET value = ? WHERE name = 'serial'", [.integer(Int64(bitPattern: last.serial))])
-                }
+            if waitingForLocks {
+                try database.transaction(write)
+            } else {
+                guard try database.transactionIfUnlocked(write) != nil else { return false }
             }
         } catch {
             throw .storeFailure("cannot write to the settings store \(path): \(StoreOpener.describe(error))")
         }
         backup.noteCommit(serial: last.serial)
+        return true
     }
 
     /// The connection's `PRAGMA synchronous`: 2 (FULL) for ``Durability/full``, 1 (NORMAL) for

@@ -30,6 +30,8 @@ final class ConnectionLoop: @unchecked Sendable {
 
     private let queue = Locked(JobQueue())
     private let wakeFD: Int32
+    /// The loop thread (`pthread_self`), 0 until it runs: a job queued on it needs no wake-up.
+    private let loopThread = Atomic<UInt>(0)
     private let exited = Locked<[UInt64: CheckedContinuation<Void, Never>]?>([:])
 
     // MARK: Loop-thread state
@@ -41,6 +43,8 @@ final class ConnectionLoop: @unchecked Sendable {
     /// Why the connection ended, once it has.
     var endReason: DBusError?
     private var shouldExit = false
+    /// Work to run once the messages read so far have been dispatched (``afterDispatch(_:)``).
+    private var dispatchedWork: [() -> Void] = []
     private var watches: [UnsafeMutableRawPointer: OpaquePointer] = [:]
     private var timeouts: [UnsafeMutableRawPointer: (timeout: OpaquePointer, start: Int64)] = [:]
     var pendingCalls: [UInt32: PendingCall] = [:]
@@ -73,9 +77,21 @@ final class ConnectionLoop: @unchecked Sendable {
             return (true, state.jobs.count == 1)
         }
         // Jobs already waiting mean a wake-up is on its way, or the loop has taken it and runs every queued
-        // job before it polls again (it reads the eventfd before it takes the jobs).
-        if accepted && first { wake() }
+        // job before it polls again (it reads the eventfd before it takes the jobs). A job queued on the loop
+        // thread needs none: the loop looks at the queue before it polls.
+        if accepted && first && !isLoopThread { wake() }
         return accepted
+    }
+
+    /// Whether the calling thread is the loop thread.
+    var isLoopThread: Bool { loopThread.load(ordering: .relaxed) == UInt(pthread_self()) }
+
+    /// Runs `work` on the loop thread once every message read so far has been dispatched, before the loop waits
+    /// for more: work that serves several of those messages at once. Loop thread only; returns false elsewhere.
+    func afterDispatch(_ work: @escaping () -> Void) -> Bool {
+        guard isLoopThread, connection != nil else { return false }
+        dispatchedWork.append(work)
+        return true
     }
 
     private func wake() {
@@ -130,9 +146,11 @@ final class ConnectionLoop: @unchecked Sendable {
     ///   and the loop is finished as if its connection had ended.
     func start(open: @escaping @Sendable (ConnectionLoop) -> Void) throws(DBusError) {
         let result = startThread(name: "dbus-connection", stackSize: 8 << 20) { [self] in
+            loopThread.store(UInt(pthread_self()), ordering: .relaxed)
             open(self)
             if connection != nil { run() }
             finish()
+            loopThread.store(0, ordering: .relaxed)
         }
         guard result == 0 else {
             // No loop thread exists, so this thread may finish the loop in its place.
@@ -146,6 +164,9 @@ final class ConnectionLoop: @unchecked Sendable {
             runJobs()
             if shouldExit || connection == nil { return }
             dispatchAll()
+            runDispatchedWork()
+            // Jobs queued on this thread (by the work above, or by handlers) woke nothing: run them first.
+            if hasJobs { continue }
             pollOnce()
             fireTimeouts()
             expireCalls(now: monotonicMillis())
@@ -161,9 +182,21 @@ final class ConnectionLoop: @unchecked Sendable {
         for job in jobs { job(self) }
     }
 
+    private var hasJobs: Bool { queue.withLock { !$0.jobs.isEmpty } }
+
+    private func runDispatchedWork() {
+        while !dispatchedWork.isEmpty {
+            let work = dispatchedWork
+            dispatchedWork.removeAll()
+            for item in work { item() }
+        }
+    }
+
     /// Ends the connection (if still open), refuses new jobs, runs the ones queued so they fail cleanly.
     private func finish() {
         if connection != nil { closeConnection(reason: ConnectionLoop.closedError) }
+        // Work promised to run after dispatch still runs: its owners count on it (a store's commit).
+        runDispatchedWork()
         let remaining = queue.withLock { state -> [Job] in
             state.closed = true
             let jobs = state.jobs

@@ -62,7 +62,8 @@ extension ConnectionLoop {
         if let deferred = method.deferredHandler {
             deferred(
                 call,
-                DBusReply { [weak self] result in
+                DBusReply(afterDispatch: { [weak self] work in self?.afterDispatch(work) ?? false }) {
+                    [weak self] result in
                     guard !message.noReplyExpected else { return }
                     let reply = Self.reply(to: message, outputs: outputs) { try result.get() }
                     self?.enqueue { $0.send(reply) }

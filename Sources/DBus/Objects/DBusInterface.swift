@@ -121,9 +121,26 @@ public struct DBusMethod: Sendable {
 /// The answer to a call of a method with a deferred handler; it may be given from any thread, once.
 public final class DBusReply: Sendable {
     private let deliver: Locked<(@Sendable (Result<[DBusValue], any Error>) -> Void)?>
+    private let schedule: (@Sendable (@escaping @Sendable () -> Void) -> Bool)?
 
-    init(_ deliver: @escaping @Sendable (Result<[DBusValue], any Error>) -> Void) {
+    init(
+        afterDispatch schedule: (@Sendable (@escaping @Sendable () -> Void) -> Bool)? = nil,
+        _ deliver: @escaping @Sendable (Result<[DBusValue], any Error>) -> Void
+    ) {
         self.deliver = Locked(deliver)
+        self.schedule = schedule
+    }
+
+    /// Runs `work` on the connection's thread once it has dispatched every message it has read so far, and
+    /// before it waits for more: work done there once for all of those calls (one disk commit for several
+    /// writes) needs no other thread, and answers sent from it need no wake-up. Call it from the deferred
+    /// handler, which runs on that thread.
+    ///
+    /// - Important: While `work` runs, the connection reads and sends nothing: keep it short and bounded.
+    /// - Returns: false, and `work` does not run, when there is no connection thread to run it on (the
+    ///   handler was not called by a connection, or not on its thread, or the connection has ended).
+    public func afterDispatch(_ work: @escaping @Sendable () -> Void) -> Bool {
+        schedule?(work) ?? false
     }
 
     /// Answers with the output values, or with an error (a ``DBusError`` keeps its name; any other error is
