@@ -27,6 +27,14 @@ final class BrokerLink: Sendable {
         self.timeout = timeout
     }
 
+    /// The open connection, if there is one; nothing is opened.
+    var openConnection: DBusConnection? {
+        state.withLock { state in
+            if case .open(let connection) = state { return connection }
+            return nil
+        }
+    }
+
     /// The open connection, opening one if there is none.
     ///
     /// - Throws: `BrokerUnavailable` when the bus cannot be reached, `Disconnected` after ``close()``.
@@ -156,6 +164,18 @@ final class BrokerLink: Sendable {
         case .session: return "session bus"
         case .system: return "system bus"
         case .address(let address), .peer(let address): return "bus at \(address)"
+        }
+    }
+}
+
+/// A link is the executor of ``BusSettingsStore/executor``: it runs jobs on its open connection's thread, and
+/// on the global concurrent executor while no connection is open.
+extension BrokerLink: TaskExecutor {
+    func enqueue(_ job: consuming ExecutorJob) {
+        if let connection = openConnection {
+            connection.executor.enqueue(job)
+        } else {
+            globalConcurrentExecutor.enqueue(job)
         }
     }
 }

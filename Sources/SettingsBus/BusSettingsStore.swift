@@ -46,6 +46,20 @@ public final class BusSettingsStore: SettingsStore {
         await link.close()
     }
 
+    /// Runs the tasks that prefer it on the thread of this store's connection: a stream consumed in such a
+    /// task gets each change on the thread that read its signal, with no other thread woken.
+    ///
+    /// ```swift
+    /// Task(executorPreference: settings.executor) {
+    ///     for await scheme in settings.values(for: .colorScheme) { apply(scheme) }
+    /// }
+    /// ```
+    ///
+    /// - Important: While such a task runs, the connection reads nothing else: its code must not block or
+    ///   wait, only await, and long work belongs in another task. Before the first call connects, and
+    ///   between a lost connection and the next, its jobs run on the global concurrent executor.
+    public var executor: any TaskExecutor { link }
+
     /// The unique bus name of this store's connection (`:1.42`): the origin its writes report.
     ///
     /// - Throws: `BrokerUnavailable` when the bus cannot be reached.

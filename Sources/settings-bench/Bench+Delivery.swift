@@ -24,12 +24,21 @@ extension Bench {
             results.fanOut[count] = bus
             results.dconfFanOut[count] = dconf
         }
+        if let count = plan.fanOuts.last {
+            progress("delivery to all of \(count) subscriber processes consuming on their connection's thread")
+            let (bus, dconf) = try await fanOut(
+                subscribers: count, writes: plan.fanOutWrites, directory: "/bench/fan-out-executor-\(count)/",
+                executor: "connection")
+            results.fanOutOnConnection = bus
+            results.dconfFanOutBeside = dconf
+        }
     }
 
     /// Starts `subscribers` processes of each system watching one key, writes it `writes` times (the two
-    /// systems alternate) and times each write until the last subscriber has it.
+    /// systems alternate) and times each write until the last subscriber has it. SettingsBus subscribers
+    /// consume their stream on the global executor, or with `executor` "connection" on their store's.
     private func fanOut(
-        subscribers: Int, writes: Int, directory: String
+        subscribers: Int, writes: Int, directory: String, executor: String = "global"
     ) async throws -> (Samples, Samples) {
         let key = SettingKey(try SettingPath(directory + "key"), default: "")
         try await settings.set(key, to: "initial")
@@ -44,7 +53,8 @@ extension Bench {
         }
         for _ in 0..<subscribers {
             let process = try start(
-                benchExecutable, ["--role", "subscriber", "--bus", bus.address, "--key", key.path.rawValue])
+                benchExecutable,
+                ["--role", "subscriber", "--bus", bus.address, "--key", key.path.rawValue, "--executor", executor])
             processes.append(process)
             busSubscribers.append(process)
             if let probe {

@@ -63,6 +63,13 @@ struct BenchReport {
                     "write → all of \(count) subscriber processes have it, p50 / p99", r.fanOut[count] ?? Samples(),
                     r.dconfFanOut[count] ?? Samples(), target: index == plan.fanOuts.count - 1))
         }
+        if let count = plan.fanOuts.last {
+            rows.append(
+                halfOfDconf(
+                    "… all of \(count), each consuming its stream on its connection's thread "
+                        + "(`Task(executorPreference: settings.executor)`), p50 / p99",
+                    r.fanOutOnConnection, r.dconfFanOutBeside, target: false))
+        }
         for (index, count) in plan.writerCounts.enumerated() {
             let run = r.writers[count], other = r.dconfWriters[count]
             let last = index == plan.writerCounts.count - 1

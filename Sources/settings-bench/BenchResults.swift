@@ -22,6 +22,9 @@ struct BenchResults: Sendable {
     var dconfDelivery = Samples()
     /// Subscriber processes → time until the last of them has the value.
     var fanOut: [Int: Samples] = [:]
+    /// The largest fan-out with subscribers consuming on their connection's thread, and dconf's beside it.
+    var fanOutOnConnection = Samples()
+    var dconfFanOutBeside = Samples()
     var dconfFanOut: [Int: Samples] = [:]
     /// Writer processes → the run.
     var writers: [Int: WriterRun] = [:]

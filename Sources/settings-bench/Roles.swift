@@ -9,13 +9,16 @@ internal import Glibc
 /// The child processes of a run: `settings-bench --role subscriber|writer …`.
 enum Roles {
     /// Follows a key with `values(for:)`; prints `<value> <CLOCK_MONOTONIC ns>` for each value, the current
-    /// one first. Runs until it is ended.
-    static func subscriber(address: String, key path: String) async throws {
+    /// one first. Runs until it is ended. With `onConnectionThread`, the stream is consumed in a task that
+    /// prefers the store's executor (``BusSettingsStore/executor``), otherwise on the global executor.
+    static func subscriber(address: String, key path: String, onConnectionThread: Bool) async throws {
         let settings = BusSettingsStore(bus: .address(address))
         let key = SettingKey(try SettingPath(path), default: "")
-        for await value in settings.values(for: key) {
-            let stamp = monotonicNanoseconds()
-            printLine("\(value) \(stamp)")
+        await withTaskExecutorPreference(onConnectionThread ? settings.executor : nil) {
+            for await value in settings.values(for: key) {
+                let stamp = monotonicNanoseconds()
+                printLine("\(value) \(stamp)")
+            }
         }
     }
 

@@ -38,6 +38,9 @@ struct SettingsBenchCommand: AsyncParsableCommand {
     var key: String?
 
     @Option(help: .hidden)
+    var executor: String = "global"
+
+    @Option(help: .hidden)
     var prefix: String?
 
     @Option(help: .hidden)
@@ -52,7 +55,10 @@ struct SettingsBenchCommand: AsyncParsableCommand {
             try await runBenchmark()
         case "subscriber":
             guard let bus, let key else { throw ValidationError("--role subscriber needs --bus and --key") }
-            try await Roles.subscriber(address: bus, key: key)
+            guard ["global", "connection"].contains(executor) else {
+                throw ValidationError("unknown --executor \(executor); use global or connection")
+            }
+            try await Roles.subscriber(address: bus, key: key, onConnectionThread: executor == "connection")
         case "writer":
             guard let bus, let prefix else { throw ValidationError("--role writer needs --bus and --prefix") }
             try await Roles.writer(system: system, address: bus, prefix: prefix, id: id, seconds: seconds)

@@ -36,6 +36,9 @@ public final class DBusConnection: Sendable {
     let loop: ConnectionLoop
     private let nextID = Atomic<UInt64>(1)
 
+    /// Runs the jobs of tasks that prefer it on this connection's thread (see ``DBusConnectionExecutor``).
+    public let executor: DBusConnectionExecutor
+
     /// The unique name the bus assigned (`:1.42`); nil on a peer connection.
     public let uniqueName: BusName?
 
@@ -45,6 +48,7 @@ public final class DBusConnection: Sendable {
     private init(loop: ConnectionLoop, uniqueName: BusName?) {
         self.loop = loop
         self.uniqueName = uniqueName
+        self.executor = DBusConnectionExecutor(loop: loop)
     }
 
     deinit {

@@ -1,0 +1,35 @@
+// SPDX-License-Identifier: Apache-2.0
+
+/// A task executor that runs jobs on a connection's own thread, between its reads and writes.
+///
+/// A task that prefers it (`Task(executorPreference:)`, `withTaskExecutorPreference(_:operation:)`) is
+/// resumed on the thread that read the message it waits for: a stream's consumer gets each signal without a
+/// second thread being woken, which is most of what a process spends on a signal it receives.
+///
+/// ```swift
+/// let changes = try await bus.signals(matching: rule)
+/// Task(executorPreference: bus.executor) {
+///     for await signal in changes { print(signal.body) }
+/// }
+/// ```
+///
+/// - Important: While a job runs, the connection reads and sends nothing: code running on this executor must
+///   not block or wait (short locks only) and should hand long work to another task. Awaiting is fine, calls
+///   on the same connection included. Once the connection has ended, jobs run on the global concurrent
+///   executor.
+public final class DBusConnectionExecutor: TaskExecutor {
+    private let loop: ConnectionLoop
+
+    init(loop: ConnectionLoop) {
+        self.loop = loop
+    }
+
+    public func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let executor = asUnownedTaskExecutor()
+        guard loop.enqueue({ _ in job.runSynchronously(on: executor) }) else {
+            globalConcurrentExecutor.enqueue(ExecutorJob(job))
+            return
+        }
+    }
+}

@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: Apache-2.0
+
+@testable import DBus
+import SettingsBusTesting
+import Testing
+
+/// A task that prefers a connection's executor runs on the connection's thread: its stream gets each signal
+/// there, it can await calls on the same connection, and it still runs once the connection has ended.
+@Suite(.timeLimit(.minutes(1)))
+struct ConnectionExecutorTests {
+    @Test func aStreamConsumedOnTheConnectionsExecutorGetsEverySignalOnThatThreadAndCanCallOut() async throws {
+        try await withTestBus { bus in
+            let sender = try await bus.connect()
+            let receiver = try await bus.connect()
+            let rule = MatchRule(sender: sender.uniqueName, interface: "org.example.Count1", member: "Tick")
+            let ticks = try await receiver.signals(matching: rule)
+            let onLoopThread = Locked<[Bool]>([])
+
+            // When: a task preferring the receiver's executor consumes the stream, and answers each signal
+            // with a call of its own on the same connection.
+            let consumer = Task(executorPreference: receiver.executor) { () async throws -> [Int32] in
+                var seen: [Int32] = []
+                for await tick in ticks {
+                    onLoopThread.withLock { $0.append(receiver.loop.isLoopThread) }
+                    guard case .int32(let count)? = tick.body.first else { continue }
+                    seen.append(count)
+                    _ = try await receiver.call(
+                        destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                        interface: "org.freedesktop.DBus", member: "GetId")
+                    onLoopThread.withLock { $0.append(receiver.loop.isLoopThread) }
+                    if count == 99 { break }
+                }
+                return seen
+            }
+            for count in 0..<100 {
+                try sender.emitSignal(
+                    path: "/org/example/Count", interface: "org.example.Count1", member: "Tick",
+                    arguments: [.int32(Int32(count))])
+            }
+
+            // Then: every signal arrived, in order, and all of the task's code ran on the connection's thread.
+            #expect(try await consumer.value == Array(0..<100))
+            let threads = onLoopThread.withLock { $0 }
+            #expect(threads.count == 200)
+            #expect(!threads.contains(false))
+            await sender.close()
+            await receiver.close()
+        }
+    }
+
+    @Test func aTaskPreferringTheExecutorOfAClosedConnectionStillRuns() async throws {
+        try await withTestBus { bus in
+            let connection = try await bus.connect()
+            await connection.close()
+            let ran = await Task(executorPreference: connection.executor) { () async -> Bool in
+                // A suspension: the task is enqueued on its preferred executor again.
+                await Task.yield()
+                return !connection.loop.isLoopThread
+            }.value
+            #expect(ran)
+        }
+    }
+}
