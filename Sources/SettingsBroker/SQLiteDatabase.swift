@@ -61,8 +61,10 @@ final class SQLiteDatabase: @unchecked Sendable {
     // @unchecked Sendable: the connection (its handle and cached statements) is only touched inside
     // `connection.withLock` (through `use`, `transaction`, `perform` and `close`), so one thread at a time
     // uses it, and it never escapes the closures it is lent to. The lock is held for the whole use, waits on
-    // the disk included: only the commit queue, the backup and opening use a connection, never a connection's
-    // thread of the D-Bus binding or a Swift task (`perform` moves the work to a dispatch queue).
+    // the disk included: only commits, the backup and opening use a connection, never a Swift task (`perform`
+    // moves the work to a dispatch queue). A small commit may run on a D-Bus connection's thread; it takes
+    // SQLite's write lock without waiting (`transactionIfUnlocked`), and no other use of the store's
+    // connection can run at the same time, because commits are one at a time.
     private let connection: Locked<SQLiteConnection?>
     /// The file, for messages.
     let path: String

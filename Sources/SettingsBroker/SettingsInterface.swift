@@ -47,7 +47,8 @@ public enum SettingsInterface {
                     }
                 })
         }
-        /// A write validated and staged on the connection's thread, and answered by the store's commit queue.
+        /// A write validated and staged on the connection's thread, and answered where its commit runs: on that
+        /// thread once the calls read so far are dispatched (a small commit), else on the store's commit queue.
         func write(
             _ name: MemberName, _ inputs: [DBusArgument],
             _ changeset: @escaping @Sendable (DBusMethodCall) throws(SettingsError) -> Changeset

@@ -3,19 +3,26 @@
 // Design note: how a write becomes durable.
 //
 // `submit` validates a changeset against the staged view (committed state overlaid with changesets accepted
-// but not yet committed), gives it the next serial and stages it. At most one SQLite transaction is in flight,
-// on the store's commit queue; changesets that arrive meanwhile accumulate and are written together by the
-// next one (group commit: one fsync for many writers). When a transaction commits, its changesets are applied
-// to the committed state in serial order, the commit handler is called (the D-Bus export emits one `Changed`
-// signal per changeset) and only then are the writers answered. Reads see committed state only, so a value
-// is never visible before it is durable. If a transaction fails, every staged changeset fails with
-// `StoreFailure` and nothing of it becomes visible. Costs do not depend on the store's size: a commit
-// touches only the rows it changes.
+// but not yet committed), gives it the next serial and stages it. At most one SQLite transaction is in flight;
+// changesets that arrive meanwhile accumulate and are written together by the next one (group commit: one
+// fsync for many writers). When a transaction commits, its changesets are applied to the committed state in
+// serial order, the writers are answered, and then the commit handler is called (the D-Bus export emits one
+// `Changed` signal per changeset, sent after the answers so that a writer waits for its own reply only).
+// Reads see committed state only, so a value is never visible before it is durable. If a transaction fails,
+// every staged changeset fails with `StoreFailure` and nothing of it becomes visible. Costs do not depend on
+// the store's size: a commit touches only the rows it changes.
+//
+// Where the transaction runs: a commit started by the D-Bus export (a `Set`, `SetFromString` or `Reset`) runs
+// on the connection's own thread once it has dispatched the calls it has read, if it holds at most
+// `inlineCommitLimit` writes and the store's lock is free at once; the answers and signals it makes are then
+// sent by that thread with no other thread woken. Anything else (an `Apply` or `Register` from a task, a large
+// batch, a store locked by another program, whatever accumulates during a commit) is written on the store's
+// commit queue, a serial dispatch queue, so that a large or blocked commit never holds up the connection.
 //
 // The store is a class with two locks rather than an actor, so that the D-Bus export can validate a `Set` and
-// read a `Get` on the connection's own thread, and the commit queue can answer writers straight back to the
-// connection: a durable `Set` then wakes two threads (the commit queue, then the connection's) where an actor
-// and its tasks woke seven. Lock order: `writer`, then `committed`; neither is held while calling out.
+// read a `Get` on the connection's own thread: a durable `Set` wakes no thread in the broker but the
+// connection's, where an actor and its tasks woke seven. Lock order: `writer`, then `committed`; neither is
+// held while calling out.
 
 public import DBus
 import Dispatch
@@ -82,8 +89,8 @@ public final class SettingsStore: Sendable {
         return SettingsStore(persistence: persistence, contents: contents)
     }
 
-    /// Sets the function called on the commit queue, in serial order, with what each commit changed, before
-    /// writers are answered.
+    /// Sets the function called where each commit ran (the commit queue or the connection's thread), in serial
+    /// order, with what the commit changed, after its writers are answered.
     public func setCommitHandler(_ handler: @escaping @Sendable ([CommittedChange]) -> Void) {
         writer.withLock { $0.commitHandler = handler }
     }
@@ -518,8 +525,8 @@ public final class SettingsStore: Sendable {
 /// The committed values, schemas and serial of a ``SettingsStore``.
 ///
 /// It sits behind a lock so that reads from memory (`Get`, `GetMany`) can be answered on the connection's
-/// thread, without a task and the two thread wake-ups one costs; the store's actor is its only writer and
-/// mutates it in place, so no copy of the dictionaries is ever made.
+/// thread, without a task and the two thread wake-ups one costs; the store's commits are its only writer and
+/// mutate it in place, so no copy of the dictionaries is ever made.
 struct CommittedState {
     typealias UserValue = ValueTable.UserValue
 

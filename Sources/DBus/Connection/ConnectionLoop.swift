@@ -45,6 +45,9 @@ final class ConnectionLoop: @unchecked Sendable {
     private var shouldExit = false
     /// Work to run once the messages read so far have been dispatched (``afterDispatch(_:)``).
     private var dispatchedWork: [() -> Void] = []
+    /// What `pollOnce` polls: the eventfd, then the enabled watches.
+    private var fds: [pollfd] = []
+    private var polled: [(key: UnsafeMutableRawPointer, watch: OpaquePointer)] = []
     private var watches: [UnsafeMutableRawPointer: OpaquePointer] = [:]
     private var timeouts: [UnsafeMutableRawPointer: (timeout: OpaquePointer, start: Int64)] = [:]
     var pendingCalls: [UInt32: PendingCall] = [:]
@@ -239,8 +242,10 @@ final class ConnectionLoop: @unchecked Sendable {
     }
 
     private func pollOnce() {
-        var fds = [pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
-        var polled: [(key: UnsafeMutableRawPointer, watch: OpaquePointer)] = []
+        // The two lists keep their storage from one poll to the next: no allocation per message.
+        fds.removeAll(keepingCapacity: true)
+        polled.removeAll(keepingCapacity: true)
+        fds.append(pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0))
         for (key, watch) in watches where dbus_watch_get_enabled(watch) != 0 {
             let flags = dbus_watch_get_flags(watch)
             var events: Int16 = 0
