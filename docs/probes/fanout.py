@@ -1,8 +1,10 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
 """Usage: fanout.py BROKER SETTINGS_BENCH [SUBSCRIBERS] [ROUNDS]  -- the time from before a Set until all
-subscribers have printed the change, with subscriber processes of three kinds: minsub.c (C, one thread),
-`minsub … hop` (C, a hand-off to a second thread) and `settings-bench --role subscriber` (SettingsBus)."""
+subscribers have printed the change, with subscriber processes of four kinds: minsub.c (C, one thread),
+`minsub … hop` (C, a hand-off to a second thread), `settings-bench --role subscriber` (SettingsBus, the
+stream consumed on the global executor) and the same with `--executor connection` (consumed on the
+connection's thread)."""
 import os
 import shutil
 import subprocess
@@ -30,6 +32,8 @@ def measure(b, kind):
         "minsub": [os.path.join(build, "minsub"), b.address, key],
         "minsub hop": [os.path.join(build, "minsub"), b.address, key, "hop"],
         "settings-bench": [bench, "--role", "subscriber", "--bus", b.address, "--key", key],
+        "settings-bench executor": [bench, "--role", "subscriber", "--bus", b.address, "--key", key,
+                                    "--executor", "connection"],
     }[kind]
     subscribers = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True) for _ in range(count)]
     try:
@@ -52,7 +56,7 @@ def measure(b, kind):
 try:
     with Broker(broker) as b:
         b.settings.Set(key, dbus.String("start", variant_level=1))
-        for kind in ("minsub", "minsub hop", "settings-bench"):
+        for kind in ("minsub", "minsub hop", "settings-bench", "settings-bench executor"):
             measure(b, kind)
 finally:
     shutil.rmtree(build, ignore_errors=True)
