@@ -48,6 +48,32 @@ struct ConnectionExecutorTests {
         }
     }
 
+    @Test func aTaskThatKeepsYieldingOnTheExecutorDoesNotStopTheConnectionReading() async throws {
+        try await withTestBus { bus in
+            let connection = try await bus.connect()
+            let stop = Locked(false)
+            // Given: a task on the connection's executor that never waits for anything but its next turn.
+            let spinner = Task(executorPreference: connection.executor) { () async -> Int in
+                var turns = 0
+                while !stop.withLock({ $0 }) {
+                    turns += 1
+                    await Task.yield()
+                }
+                return turns
+            }
+            // Then: calls on the same connection are still sent, read and answered.
+            for _ in 0..<20 {
+                let reply = try await connection.call(
+                    destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                    interface: "org.freedesktop.DBus", member: "GetId", timeout: .seconds(10))
+                #expect(reply.count == 1)
+            }
+            stop.withLock { $0 = true }
+            #expect(await spinner.value > 0)
+            await connection.close()
+        }
+    }
+
     @Test func aTaskPreferringTheExecutorOfAClosedConnectionStillRuns() async throws {
         try await withTestBus { bus in
             let connection = try await bus.connect()

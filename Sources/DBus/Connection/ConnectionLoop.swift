@@ -168,9 +168,9 @@ final class ConnectionLoop: @unchecked Sendable {
             if shouldExit || connection == nil { return }
             dispatchAll()
             runDispatchedWork()
-            // Jobs queued on this thread (by the work above, or by handlers) woke nothing: run them first.
-            if hasJobs { continue }
-            pollOnce()
+            // Jobs queued on this thread (by the work above, by handlers, by tasks on the connection's
+            // executor) woke nothing: poll without waiting, so that they run next and reading still goes on.
+            pollOnce(waiting: !hasJobs)
             fireTimeouts()
             expireCalls(now: monotonicMillis())
         }
@@ -241,7 +241,7 @@ final class ConnectionLoop: @unchecked Sendable {
         while connection != nil, dbus_connection_dispatch(pointer) == DBUS_DISPATCH_DATA_REMAINS {}
     }
 
-    private func pollOnce() {
+    private func pollOnce(waiting: Bool) {
         // The two lists keep their storage from one poll to the next: no allocation per message.
         fds.removeAll(keepingCapacity: true)
         polled.removeAll(keepingCapacity: true)
@@ -254,7 +254,7 @@ final class ConnectionLoop: @unchecked Sendable {
             fds.append(pollfd(fd: dbus_watch_get_unix_fd(watch), events: events, revents: 0))
             polled.append((key, watch))
         }
-        let timeout = pollTimeout()
+        let timeout = waiting ? pollTimeout() : 0
         let count = poll(&fds, nfds_t(fds.count), timeout)
         guard count > 0 else { return }
         if fds[0].revents != 0 {
