@@ -58,6 +58,9 @@ public final class SettingsStore: Sendable {
         var stagedSchemas: [SettingPath: SettingSchema] = [:]
         var accumulating: [(changeset: ResolvedChangeset, completion: Completion)] = []
         var commitInFlight = false
+        /// Whether the last commit took longer than `slowCommit`: then the next runs on the commit queue.
+        var lastCommitWasSlow = false
+        var slowCommit = SettingsStore.slowCommit
         var closed = false
         var idleWaiters: [@Sendable () -> Void] = []
         var commitHandler: @Sendable ([CommittedChange]) -> Void = { _ in }
@@ -133,7 +136,7 @@ public final class SettingsStore: Sendable {
     public func submit(_ changeset: Changeset, runner: CommitRunner? = nil, completion: @escaping Completion) {
         enum Outcome {
             case answered(Result<UInt64, SettingsError>)
-            case queued(startCommit: Bool)
+            case queued(startCommit: Bool, mayRunInline: Bool)
         }
         // The checks that need no state run before the lock: for a large changeset they are most of the work,
         // and the lock holds up the connection's thread when a `Set` arrives meanwhile.
@@ -166,21 +169,31 @@ public final class SettingsStore: Sendable {
                 state.stagedSchemas[registration.key] = registration.schema
             }
             state.accumulating.append((resolved, completion))
-            guard !state.commitInFlight else { return .queued(startCommit: false) }
+            guard !state.commitInFlight else { return .queued(startCommit: false, mayRunInline: false) }
             state.commitInFlight = true
-            return .queued(startCommit: true)
+            return .queued(startCommit: true, mayRunInline: !state.lastCommitWasSlow)
         }
         switch outcome {
         case .answered(let result): completion(result)
-        case .queued(let startCommit):
+        case .queued(let startCommit, let mayRunInline):
             guard startCommit else { return }
-            if let runner, runner({ self.commitSmallBatch() }) { return }
+            if mayRunInline, let runner, runner({ self.commitSmallBatch() }) { return }
             commitQueue.async { self.commitAccumulated() }
         }
     }
 
     /// The most writes a commit may hold to run outside the commit queue (``submit(_:runner:completion:)``).
     public static let inlineCommitLimit = 32
+
+    /// A commit that takes longer than this (a slow or busy disk) sends the next one to the commit queue, and
+    /// commits stay there until one is fast again: a slow disk holds up the connection's reads for one commit
+    /// at most.
+    static let slowCommit: Duration = .milliseconds(2)
+
+    /// Sets the duration above which a commit counts as slow (tests make every commit slow).
+    func setSlowCommit(_ duration: Duration) {
+        writer.withLock { $0.slowCommit = duration }
+    }
 
     /// Refuses further writes and waits until every accepted changeset has been committed (or has failed).
     public func close() async {
@@ -317,16 +330,18 @@ public final class SettingsStore: Sendable {
     @discardableResult
     private func commit(_ batch: Batch, waitingForLocks: Bool = true) -> Bool {
         do throws(SettingsError) {
+            let start = ContinuousClock.now
             guard try persistence.commit(batch.map(\.changeset), waitingForLocks: waitingForLocks) else { return false }
-            finishCommit(batch)
+            finishCommit(batch, took: ContinuousClock.now - start)
         } catch {
             failCommit(batch, error)
         }
         return true
     }
 
-    private func finishCommit(_ batch: Batch) {
+    private func finishCommit(_ batch: Batch, took duration: Duration) {
         let (changes, handler) = writer.withLock { state in
+            state.lastCommitWasSlow = duration > state.slowCommit
             var changes: [CommittedChange] = []
             for (changeset, _) in batch {
                 if let change = commitToMemory(changeset, &state) { changes.append(change) }

@@ -71,11 +71,18 @@ struct CommitPlacementTests {
         }
     }
 
-    /// Submits a changeset with a runner that keeps the work it is given, runs that work on a thread of its
-    /// own, and returns that thread, the thread the writer was answered on, and the answer.
-    static func place(
-        _ changeset: Changeset, in store: SettingsStore
-    ) async throws -> (runner: pthread_t, answered: pthread_t, result: Result<UInt64, SettingsError>) {
+    /// Where a submitted changeset was committed, and its answer.
+    struct Placement {
+        /// Whether the store gave the runner the commit.
+        var offered: Bool
+        /// Whether the commit ran where the runner put it (its thread answered the writer).
+        var ranThere: Bool
+        var result: Result<UInt64, SettingsError>
+    }
+
+    /// Submits a changeset with a runner that keeps the work it is given and runs it on a thread of its own,
+    /// as a connection's thread would, and says where the changeset was committed.
+    static func place(_ changeset: Changeset, in store: SettingsStore) async throws -> Placement {
         let works = Locked<[@Sendable () -> Void]>([])
         let answers = Mailbox<(pthread_t, Result<UInt64, SettingsError>)>()
         let serialBefore = store.serial
@@ -84,20 +91,30 @@ struct CommitPlacementTests {
             return true
         }
         store.submit(changeset, runner: runner) { result in answers.push((pthread_self(), result)) }
-        // Nothing is committed before the runner runs the work it was given.
         let work = works.withLock { $0 }
-        #expect(work.count == 1)
-        #expect(store.serial == serialBefore)
-        // The work writes to the disk: on a thread of its own, as the connection's would be.
-        let ranOn = Mailbox<pthread_t>()
-        Thread {
-            ranOn.push(pthread_self())
-            work.first?()
-        }.start()
-        guard case .element(let thread) = await ranOn.next(timeLimit: .seconds(10)),
-            case .element(let (answeredOn, result)) = await answers.next(timeLimit: .seconds(10))
-        else { throw TestFailure("the changeset was not committed") }
-        return (thread, answeredOn, result)
+        #expect(work.count <= 1)
+        var runnerThread: pthread_t?
+        if let work = work.first {
+            // Nothing is committed before the runner runs the work it was given.
+            #expect(store.serial == serialBefore)
+            let ranOn = Mailbox<pthread_t>()
+            Thread {
+                ranOn.push(pthread_self())
+                work()
+            }.start()
+            guard case .element(let thread) = await ranOn.next(timeLimit: .seconds(10)) else {
+                throw TestFailure("the runner's thread did not start")
+            }
+            runnerThread = thread
+        }
+        guard case .element(let (answeredOn, result)) = await answers.next(timeLimit: .seconds(10)) else {
+            throw TestFailure("the changeset was not committed")
+        }
+        return Placement(offered: runnerThread != nil, ranThere: runnerThread == answeredOn, result: result)
+    }
+
+    static func one(_ key: String, _ value: Int32) throws -> Changeset {
+        Changeset(sets: [(try SettingPath(key), .int32(value))], origin: "test")
     }
 
     @Test func aRunnerCommitsSmallBatchesWhereItRunsAndLeavesLargeOnesToTheCommitQueue() async throws {
@@ -106,16 +123,15 @@ struct CommitPlacementTests {
         let store = try await SettingsStore.open(path: directory.store)
 
         // A one-key write commits on the runner's thread, which answers the writer.
-        let small = try await Self.place(
-            Changeset(sets: [(try SettingPath("/test/place/one"), .int32(1))], origin: "test"), in: store)
-        #expect(small.runner == small.answered)
+        let small = try await Self.place(try Self.one("/test/place/one", 1), in: store)
+        #expect(small.offered && small.ranThere)
         #expect(try small.result.get() == store.serial)
 
         // A write of more keys than the limit is handed on to the commit queue, another thread.
         let keys = try (0...SettingsStore.inlineCommitLimit).map { try SettingPath("/test/place/many/k\($0)") }
         let large = try await Self.place(
             Changeset(sets: keys.map { ($0, DBusValue.int32(2)) }, origin: "test"), in: store)
-        #expect(large.runner != large.answered)
+        #expect(large.offered && !large.ranThere)
         #expect(try large.result.get() == store.serial)
         #expect(store.getMany(keys).values.count == keys.count)
 
@@ -124,5 +140,31 @@ struct CommitPlacementTests {
         let reopened = try await SettingsStore.open(path: directory.store)
         #expect(reopened.getMany(keys + [try SettingPath("/test/place/one")]).values.count == keys.count + 1)
         await StoreCalls.shutDown(reopened)
+    }
+
+    @Test func afterASlowCommitSmallOnesGoToTheCommitQueueUntilOneIsFastAgain() async throws {
+        let directory = try StoreDirectory()
+        defer { directory.remove() }
+        let store = try await SettingsStore.open(path: directory.store)
+
+        // Given: every commit counts as slow.
+        store.setSlowCommit(.zero)
+        // The first small commit runs where the runner puts it; it is slow.
+        let first = try await Self.place(try Self.one("/test/slow/a", 1), in: store)
+        #expect(first.offered && first.ranThere)
+        // So the next is not offered to the runner: the commit queue writes it.
+        let second = try await Self.place(try Self.one("/test/slow/a", 2), in: store)
+        #expect(!second.offered && !second.ranThere)
+        #expect(try second.result.get() == store.serial)
+
+        // When: commits are fast again, one more goes to the queue (the last was slow) and is fast,
+        store.setSlowCommit(.seconds(60))
+        let third = try await Self.place(try Self.one("/test/slow/a", 3), in: store)
+        #expect(!third.offered)
+        // then small commits run where the runner puts them again.
+        let fourth = try await Self.place(try Self.one("/test/slow/a", 4), in: store)
+        #expect(fourth.offered && fourth.ranThere)
+        #expect(try store.get(try SettingPath("/test/slow/a")) == .int32(4))
+        await StoreCalls.shutDown(store)
     }
 }
