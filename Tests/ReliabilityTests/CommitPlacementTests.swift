@@ -121,6 +121,8 @@ struct CommitPlacementTests {
         let directory = try StoreDirectory()
         defer { directory.remove() }
         let store = try await SettingsStore.open(path: directory.store)
+        // No commit counts as slow here, however loaded the machine (the next test covers slow ones).
+        store.setSlowCommit(.seconds(60))
 
         // A one-key write commits on the runner's thread, which answers the writer.
         let small = try await Self.place(try Self.one("/test/place/one", 1), in: store)
