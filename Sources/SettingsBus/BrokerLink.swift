@@ -173,7 +173,7 @@ final class BrokerLink: Sendable {
 extension BrokerLink: TaskExecutor {
     func enqueue(_ job: consuming ExecutorJob) {
         if let connection = openConnection {
-            connection.executor.enqueue(job)
+            connection.executor.enqueue(job, as: asUnownedTaskExecutor())
         } else {
             globalConcurrentExecutor.enqueue(job)
         }

@@ -48,6 +48,59 @@ struct ConnectionExecutorTests {
         }
     }
 
+    /// An executor of its own that hands its jobs to a connection's, counting them.
+    final class Forwarder: TaskExecutor {
+        let target: DBusConnectionExecutor
+        let count = Locked(0)
+        init(_ target: DBusConnectionExecutor) { self.target = target }
+        func enqueue(_ job: consuming ExecutorJob) {
+            count.withLock { $0 += 1 }
+            target.enqueue(job, as: asUnownedTaskExecutor())
+        }
+    }
+
+    @Test func anExecutorThatForwardsToTheConnectionsGetsOneJobPerSignal() async throws {
+        try await withTestBus { bus in
+            let sender = try await bus.connect()
+            let receiver = try await bus.connect()
+            let rule = MatchRule(sender: sender.uniqueName, interface: "org.example.Count1", member: "Tick")
+            let ticks = try await receiver.signals(matching: rule)
+            let forwarder = Forwarder(receiver.executor)
+            let onLoopThread = Locked<[Bool]>([])
+
+            // When: a task preferring the forwarder consumes 200 signals, each sent after the last arrived.
+            let received = Mailbox<Int32>()
+            let consumer = Task(executorPreference: forwarder) {
+                for await tick in ticks {
+                    onLoopThread.withLock { $0.append(receiver.loop.isLoopThread) }
+                    guard case .int32(let count)? = tick.body.first else { continue }
+                    received.push(count)
+                    if count == 199 { break }
+                }
+            }
+            for count in 0..<200 {
+                try sender.emitSignal(
+                    path: "/org/example/Count", interface: "org.example.Count1", member: "Tick",
+                    arguments: [.int32(Int32(count))])
+                guard case .element(let got) = await received.next(timeLimit: .seconds(10)) else {
+                    Issue.record("tick \(count) did not arrive")
+                    break
+                }
+                #expect(got == Int32(count))
+            }
+            await consumer.value
+
+            // Then: every job ran on the connection's thread as a job of the forwarder, so the task never
+            // hopped again: about one job per signal (a job that ran under another executor's identity would
+            // make the task switch back, a second job per signal).
+            #expect(!onLoopThread.withLock { $0 }.contains(false))
+            let jobs = forwarder.count.withLock { $0 }
+            #expect(jobs <= 200 + 10, "\(jobs) jobs for 200 signals")
+            await sender.close()
+            await receiver.close()
+        }
+    }
+
     @Test func aTaskThatKeepsYieldingOnTheExecutorDoesNotStopTheConnectionReading() async throws {
         try await withTestBus { bus in
             let connection = try await bus.connect()

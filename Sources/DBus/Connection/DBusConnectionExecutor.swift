@@ -25,8 +25,15 @@ public final class DBusConnectionExecutor: TaskExecutor {
     }
 
     public func enqueue(_ job: consuming ExecutorJob) {
+        enqueue(job, as: asUnownedTaskExecutor())
+    }
+
+    /// Runs `job` on the connection's thread as a job of `executor`, for a task executor that hands its jobs
+    /// on to this one: a job must run as a job of the executor its task prefers, or the task hops to that
+    /// executor again at its next switch. Once the connection has ended, the job runs on the global
+    /// concurrent executor.
+    public func enqueue(_ job: consuming ExecutorJob, as executor: UnownedTaskExecutor) {
         let job = UnownedJob(job)
-        let executor = asUnownedTaskExecutor()
         guard loop.enqueue({ _ in job.runSynchronously(on: executor) }) else {
             globalConcurrentExecutor.enqueue(ExecutorJob(job))
             return
