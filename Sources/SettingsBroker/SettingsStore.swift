@@ -37,7 +37,7 @@ public final class SettingsStore: Sendable {
 
     /// The store file (its condition and backup are reported by `status()`).
     let persistence: StorePersistence
-    /// Values, schemas and serial as of the last commit; written only by the commit queue.
+    /// Values, schemas and serial as of the last commit; written only by commits, one at a time.
     let committed: Locked<CommittedState>
     /// Staging, the changesets waiting for a commit, and what the commit queue is doing.
     private let writer: Locked<WriterState>
@@ -132,8 +132,8 @@ public final class SettingsStore: Sendable {
     /// It never blocks on the disk, so the D-Bus export calls it on the connection's thread. When it starts a
     /// commit and `runner` takes it, a commit of at most ``inlineCommitLimit`` writes runs where `runner` puts
     /// it (the D-Bus export: on the connection's thread once the calls read so far are dispatched, which saves
-    /// two thread wake-ups per durable write); anything larger, and anything that arrives meanwhile, goes to
-    /// the commit queue.
+    /// two thread wake-ups per durable write); anything larger, anything that arrives meanwhile, and every
+    /// commit after one slower than ``slowCommit`` until one is fast again, goes to the commit queue.
     public func submit(_ changeset: Changeset, runner: CommitRunner? = nil, completion: @escaping Completion) {
         enum Outcome {
             case answered(Result<UInt64, SettingsError>)
