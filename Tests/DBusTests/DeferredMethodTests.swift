@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-import DBus
+@testable import DBus
 import SettingsBusTesting
 import Testing
 
@@ -85,6 +85,44 @@ struct DeferredMethodTests {
             let ran = Locked(false)
             #expect(try #require(state.kept).afterDispatch { ran.withLock { $0 = true } } == false)
             #expect(ran.withLock { $0 } == false)
+            await client.close()
+            await server.close()
+        }
+    }
+
+    @Test func messagesSentByWorkAfterDispatchKeepTheirOrderBehindQueuedJobs() async throws {
+        try await withTestBus { bus in
+            let server = try await bus.connect()
+            let client = try await bus.connect()
+            let ticks = try await client.signals(
+                matching: MatchRule(sender: server.uniqueName, interface: "org.example.Order1", member: "Tick"))
+            let collector = Collector(ticks)
+            @Sendable func tick(_ number: Int32) -> DBusMessage {
+                .signal(
+                    path: "/org/example/Order", interface: "org.example.Order1", member: "Tick",
+                    body: [.int32(number)])
+            }
+            // `Go()` answers from work after dispatch, which sends tick 0 (at once: nothing is queued), queues the
+            // sending of tick 1 as a job (as a send from another thread would be), then sends tick 2 and answers:
+            // those two must go behind that job.
+            let go = DBusMethod(name: "Go", deferred: { _, reply in
+                _ = reply.afterDispatch {
+                    try? server.send(tick(0))
+                    server.loop.enqueue { $0.send(tick(1)) }
+                    try? server.send(tick(2))
+                    reply.send(.success([]))
+                }
+            })
+            try await server.export([DBusInterface(name: "org.example.Order1", methods: [go])], at: "/org/example/Order")
+            _ = try await client.call(
+                destination: server.uniqueName!, path: "/org/example/Order", interface: "org.example.Order1",
+                member: "Go")
+
+            // Then: the ticks arrive in the order they were given.
+            var numbers: [DBusValue] = []
+            for _ in 0..<3 { numbers.append(try await collector.next().body.first ?? .int32(-1)) }
+            #expect(numbers == [.int32(0), .int32(1), .int32(2)])
+            collector.stop()
             await client.close()
             await server.close()
         }

@@ -45,6 +45,8 @@ final class ConnectionLoop: @unchecked Sendable {
     private var shouldExit = false
     /// Work to run once the messages read so far have been dispatched (``afterDispatch(_:)``).
     private var dispatchedWork: [() -> Void] = []
+    /// Whether that work is running now.
+    private var runningDispatchedWork = false
     /// What `pollOnce` polls: the eventfd, then the enabled watches.
     private var fds: [pollfd] = []
     private var polled: [(key: UnsafeMutableRawPointer, watch: OpaquePointer)] = []
@@ -188,11 +190,24 @@ final class ConnectionLoop: @unchecked Sendable {
     private var hasJobs: Bool { queue.withLock { !$0.jobs.isEmpty } }
 
     private func runDispatchedWork() {
+        runningDispatchedWork = true
+        defer { runningDispatchedWork = false }
         while !dispatchedWork.isEmpty {
             let work = dispatchedWork
             dispatchedWork.removeAll()
             for item in work { item() }
         }
+    }
+
+    /// Sends a message at once when called by work after dispatch with no job queued ahead of it (so messages
+    /// keep the order they were given in), and otherwise queues the send. Returns false when the loop has
+    /// ended. Any thread.
+    func sendSoon(_ message: DBusMessage) -> Bool {
+        if isLoopThread, runningDispatchedWork, !hasJobs {
+            send(message)
+            return true
+        }
+        return enqueue { $0.send(message) }
     }
 
     /// Ends the connection (if still open), refuses new jobs, runs the ones queued so they fail cleanly.

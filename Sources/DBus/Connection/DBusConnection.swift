@@ -209,7 +209,7 @@ public final class DBusConnection: Sendable {
     ///   connection is closed.
     public func send(_ message: DBusMessage) throws(DBusError) {
         try message.validate()
-        guard loop.enqueue({ $0.send(message) }) else { throw ConnectionLoop.closedError }
+        guard loop.sendSoon(message) else { throw ConnectionLoop.closedError }
     }
 
     /// Emits a signal from an object path.

@@ -66,7 +66,7 @@ extension ConnectionLoop {
                     [weak self] result in
                     guard !message.noReplyExpected else { return }
                     let reply = Self.reply(to: message, outputs: outputs) { try result.get() }
-                    self?.enqueue { $0.send(reply) }
+                    _ = self?.sendSoon(reply)
                 })
             return
         }
