@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 import DBus
+import Dispatch
 import SettingsModel
 
 /// The connection a ``BusSettingsStore`` calls the broker through: opened on first use, opened again after
@@ -169,13 +170,16 @@ final class BrokerLink: Sendable {
 }
 
 /// A link is the executor of ``BusSettingsStore/executor``: it runs jobs on its open connection's thread, and
-/// on the global concurrent executor while no connection is open.
+/// on a global dispatch queue while no connection is open.
 extension BrokerLink: TaskExecutor {
     func enqueue(_ job: consuming ExecutorJob) {
+        // Each job runs as a job of this executor, wherever it runs, so that its task does not switch back.
+        let executor = asUnownedTaskExecutor()
         if let connection = openConnection {
-            connection.executor.enqueue(job, as: asUnownedTaskExecutor())
+            connection.executor.enqueue(job, as: executor)
         } else {
-            globalConcurrentExecutor.enqueue(job)
+            let job = UnownedJob(job)
+            DispatchQueue.global().async { job.runSynchronously(on: executor) }
         }
     }
 }

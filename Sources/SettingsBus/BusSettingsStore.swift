@@ -57,7 +57,7 @@ public final class BusSettingsStore: SettingsStore {
     ///
     /// - Important: While such a task runs, the connection reads nothing else: its code must not block or
     ///   wait, only await, and long work belongs in another task. Before the first call connects, and
-    ///   between a lost connection and the next, its jobs run on the global concurrent executor.
+    ///   between a lost connection and the next, its jobs run on a global dispatch queue.
     public var executor: any TaskExecutor { link }
 
     /// The unique bus name of this store's connection (`:1.42`): the origin its writes report.

@@ -22,6 +22,7 @@ struct StoreExecutorTests {
                     received.push((value, onThread))
                 }
             }
+            defer { consumer.cancel() }
             guard case .element(let first) = await received.next(timeLimit: .seconds(20)) else {
                 Issue.record("no first value")
                 return
@@ -40,7 +41,6 @@ struct StoreExecutorTests {
                 #expect(change.value == value)
                 #expect(change.onConnectionThread)
             }
-            consumer.cancel()
             await writer.close()
             await store.close()
             #expect(await broker.stop() == 0)

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
+import Dispatch
+
 /// A task executor that runs jobs on a connection's own thread, between its reads and writes.
 ///
 /// A task that prefers it (`Task(executorPreference:)`, `withTaskExecutorPreference(_:operation:)`) is
@@ -15,8 +17,7 @@
 ///
 /// - Important: While a job runs, the connection reads and sends nothing: code running on this executor must
 ///   not block or wait (short locks only) and should hand long work to another task. Awaiting is fine, calls
-///   on the same connection included. Once the connection has ended, jobs run on the global concurrent
-///   executor.
+///   on the same connection included. Once the connection has ended, jobs run on a global dispatch queue.
 public final class DBusConnectionExecutor: TaskExecutor {
     private let loop: ConnectionLoop
 
@@ -30,12 +31,12 @@ public final class DBusConnectionExecutor: TaskExecutor {
 
     /// Runs `job` on the connection's thread as a job of `executor`, for a task executor that hands its jobs
     /// on to this one: a job must run as a job of the executor its task prefers, or the task hops to that
-    /// executor again at its next switch. Once the connection has ended, the job runs on the global
-    /// concurrent executor.
+    /// executor again at its next switch. Once the connection has ended, the job runs on a global dispatch
+    /// queue, still as a job of `executor`.
     public func enqueue(_ job: consuming ExecutorJob, as executor: UnownedTaskExecutor) {
         let job = UnownedJob(job)
         guard loop.enqueue({ _ in job.runSynchronously(on: executor) }) else {
-            globalConcurrentExecutor.enqueue(ExecutorJob(job))
+            DispatchQueue.global().async { job.runSynchronously(on: executor) }
             return
         }
     }
