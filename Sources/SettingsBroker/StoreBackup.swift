@@ -9,7 +9,8 @@
 // full disk during a backup leaves the previous one in place.
 //
 // When: at start-up when the backup does not hold the store's current serial (after a crash, or the first
-// time), then after commits at most once per interval (15 minutes by default), and at a clean shutdown when
+// time), then after commits at most once per interval (15 minutes by default, counted from when the backup
+// was written, so also across restarts of the broker), and at a clean shutdown when
 // anything changed since the last one. Nothing is copied while nothing changes. A copy costs one read of the
 // store, one write of the same size and a check, in the background: with 100,000 keys (3.3 MB) 45 ms, at
 // most once a quarter of an hour, while each commit costs the same as before.
@@ -35,8 +36,11 @@ final class StoreBackup: Sendable {
         var serial: UInt64?
         /// When the backup file was written.
         var time: Date?
-        /// When the last backup was written by this broker, on the monotonic clock.
+        /// When the last backup was written, on the monotonic clock: by this broker, or before it started
+        /// when the backup it found holds the store's serial.
         var lastRun: ContinuousClock.Instant?
+        /// When the scheduled backup will be written, while one is scheduled.
+        var due: ContinuousClock.Instant?
         /// After a failure (a full disk, say), no new attempt before this.
         var retryAfter: ContinuousClock.Instant?
         /// Set by ``start(interval:serial:report:)``; nil while backups are not kept.
@@ -76,15 +80,25 @@ final class StoreBackup: Sendable {
     ///   - report: called with each backup written or failed (the broker logs it).
     func start(interval: Duration, serial: UInt64, report: @escaping @Sendable (Event) -> Void) {
         let existing = Self.serial(ofBackup: path)
+        let time = existing == nil ? nil : StoreFiles.modificationTime(path)
         state.withLock { state in
             state.interval = interval
             state.report = report
             state.committed = serial
             state.serial = existing
-            state.time = existing == nil ? nil : StoreFiles.modificationTime(path)
+            state.time = time
+            // A current backup counts as the last run, so the first commits after a start (a broker started
+            // by activation, or again after an idle exit) do not copy the whole store at once.
+            if existing == serial, let time {
+                let age = Duration.seconds(max(0, Date.now.timeIntervalSince(time)))
+                state.lastRun = ContinuousClock.now - min(age, interval)
+            }
         }
         schedule()
     }
+
+    /// When the next backup is due, while one is scheduled.
+    var nextDue: ContinuousClock.Instant? { state.withLock { $0.due } }
 
     /// Records a commit; a backup follows within the interval.
     func noteCommit(serial: UInt64) {
@@ -96,7 +110,10 @@ final class StoreBackup: Sendable {
     func finish() async {
         let timer = state.withLock { state -> Task<Void, Never>? in
             state.stopped = true
-            defer { state.timer = nil }
+            defer {
+                state.timer = nil
+                state.due = nil
+            }
             return state.timer
         }
         timer?.cancel()
@@ -124,12 +141,14 @@ final class StoreBackup: Sendable {
             let now = ContinuousClock.now
             let due = max(state.lastRun.map { $0 + interval } ?? now, state.retryAfter ?? now)
             let delay = max(.zero, due - now)
+            state.due = due
             state.timer = Task { [self] in
                 if delay > .zero {
                     do { try await Task.sleep(for: delay) } catch { return }
                 }
                 let go = self.state.withLock { state -> Bool in
                     state.timer = nil
+                    state.due = nil
                     guard !state.stopped, !state.running else { return false }
                     state.running = true
                     return true

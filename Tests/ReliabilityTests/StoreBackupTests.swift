@@ -88,6 +88,33 @@ struct StoreBackupTests {
         #expect(await more.next(timeLimit: .seconds(5)).isEnded)
     }
 
+    @Test func afterARestartWithACurrentBackupTheFirstCommitWaitsForTheInterval() async throws {
+        let directory = try StoreDirectory()
+        defer { directory.remove() }
+        // Given: a store whose backup was written at its shutdown.
+        let store = try await SettingsStore.open(path: directory.store)
+        let events = await Self.startBackups(store, interval: .seconds(3600))
+        #expect(try await Self.writtenSerial(events) == 0)
+        let last = try await StoreCalls.set(store, "/test/backup/restart", .int32(1))
+        await store.close()
+        await store.storePersistence.backup.finish()
+        #expect(try await Self.writtenSerial(events) == last)
+        store.storePersistence.close()
+
+        // When: it opens again (the backup holds its serial) and commits.
+        let reopened = try await SettingsStore.open(path: directory.store)
+        let more = await Self.startBackups(reopened, interval: .seconds(3600))
+        #expect(reopened.storePersistence.backup.nextDue == nil)
+        _ = try await StoreCalls.set(reopened, "/test/backup/restart", .int32(2))
+
+        // Then: the next backup is due an interval after the last one was written, not at once.
+        let due = try #require(reopened.storePersistence.backup.nextDue)
+        #expect(due > ContinuousClock.now + .seconds(3000))
+        #expect(StoreBackup.serial(ofBackup: directory.backup) == last)
+        await StoreCalls.shutDown(reopened)
+        more.finish()
+    }
+
     @Test func aStoreOfANewerFormatIsServedReadOnlyAndLeftAlone() async throws {
         let directory = try StoreDirectory()
         defer { directory.remove() }
