@@ -8,12 +8,26 @@ import Testing
 /// there, it can await calls on the same connection, and it still runs once the connection has ended.
 @Suite(.timeLimit(.minutes(1)))
 struct ConnectionExecutorTests {
+    /// Two connections, and the receiver's stream of `org.example.Count1.Tick` signals from the sender.
+    static func ticking(
+        on bus: TestBus
+    ) async throws -> (sender: DBusConnection, receiver: DBusConnection, ticks: DBusSignalStream) {
+        let sender = try await bus.connect()
+        let receiver = try await bus.connect()
+        let rule = MatchRule(sender: sender.uniqueName, interface: "org.example.Count1", member: "Tick")
+        return (sender, receiver, try await receiver.signals(matching: rule))
+    }
+
+    /// Emits `Tick(count)` from `sender`.
+    static func tick(_ count: Int, from sender: DBusConnection) throws {
+        try sender.emitSignal(
+            path: "/org/example/Count", interface: "org.example.Count1", member: "Tick",
+            arguments: [.int32(Int32(count))])
+    }
+
     @Test func aStreamConsumedOnTheConnectionsExecutorGetsEverySignalOnThatThreadAndCanCallOut() async throws {
         try await withTestBus { bus in
-            let sender = try await bus.connect()
-            let receiver = try await bus.connect()
-            let rule = MatchRule(sender: sender.uniqueName, interface: "org.example.Count1", member: "Tick")
-            let ticks = try await receiver.signals(matching: rule)
+            let (sender, receiver, ticks) = try await Self.ticking(on: bus)
             let onLoopThread = Locked<[Bool]>([])
 
             // When: a task preferring the receiver's executor consumes the stream, and answers each signal
@@ -33,9 +47,7 @@ struct ConnectionExecutorTests {
                 return seen
             }
             for count in 0..<100 {
-                try sender.emitSignal(
-                    path: "/org/example/Count", interface: "org.example.Count1", member: "Tick",
-                    arguments: [.int32(Int32(count))])
+                try Self.tick(count, from: sender)
             }
 
             // Then: every signal arrived, in order, and all of the task's code ran on the connection's thread.
@@ -61,10 +73,7 @@ struct ConnectionExecutorTests {
 
     @Test func anExecutorThatForwardsToTheConnectionsGetsOneJobPerSignal() async throws {
         try await withTestBus { bus in
-            let sender = try await bus.connect()
-            let receiver = try await bus.connect()
-            let rule = MatchRule(sender: sender.uniqueName, interface: "org.example.Count1", member: "Tick")
-            let ticks = try await receiver.signals(matching: rule)
+            let (sender, receiver, ticks) = try await Self.ticking(on: bus)
             let forwarder = Forwarder(receiver.executor)
             let onLoopThread = Locked<[Bool]>([])
 
@@ -79,9 +88,7 @@ struct ConnectionExecutorTests {
                 }
             }
             for count in 0..<50 {
-                try sender.emitSignal(
-                    path: "/org/example/Count", interface: "org.example.Count1", member: "Tick",
-                    arguments: [.int32(Int32(count))])
+                try Self.tick(count, from: sender)
                 guard case .element(let got) = await received.next(timeLimit: .seconds(10)) else {
                     Issue.record("tick \(count) did not arrive")
                     break
