@@ -87,7 +87,7 @@ struct CommitPlacementTests {
     /// as a connection's thread would, and says where the changeset was committed.
     static func place(_ changeset: Changeset, in store: SettingsStore) async throws -> Placement {
         let works = Locked<[@Sendable () -> Void]>([])
-        let answers = Mailbox<(pthread_t, Result<UInt64, SettingsError>)>()
+        let answers = Mailbox<(thread: pthread_t, result: Result<UInt64, SettingsError>)>()
         let serialBefore = store.serial
         let runner: SettingsStore.CommitRunner = { work in
             works.withLock { $0.append(work) }
@@ -97,6 +97,10 @@ struct CommitPlacementTests {
         let work = works.withLock { $0 }
         #expect(work.count <= 1)
         var runnerThread: pthread_t?
+        // The runner's thread stays alive until the answer is in: an ended thread's id can be reused by the
+        // thread that answers.
+        let done = DispatchSemaphore(value: 0)
+        defer { if runnerThread != nil { done.signal() } }
         if let work = work.first {
             // Nothing is committed before the runner runs the work it was given.
             #expect(store.serial == serialBefore)
@@ -104,16 +108,19 @@ struct CommitPlacementTests {
             Thread {
                 ranOn.push(pthread_self())
                 work()
+                done.wait()
             }.start()
             guard case .element(let thread) = await ranOn.next(timeLimit: .seconds(10)) else {
                 throw TestFailure("the runner's thread did not start")
             }
             runnerThread = thread
         }
-        guard case .element(let (answeredOn, result)) = await answers.next(timeLimit: .seconds(10)) else {
+        guard case .element(let answer) = await answers.next(timeLimit: .seconds(10)) else {
             throw TestFailure("the changeset was not committed")
         }
-        return Placement(offered: runnerThread != nil, ranThere: runnerThread == answeredOn, result: result)
+        // The writer is answered before the commit ends: wait for its end, so the next submit starts a commit.
+        await store.flush()
+        return Placement(offered: runnerThread != nil, ranThere: runnerThread == answer.thread, result: answer.result)
     }
 
     static func one(_ key: String, _ value: Int32) throws -> Changeset {
