@@ -57,6 +57,12 @@ struct ModelTests {
 
     // MARK: - Values
 
+    @Test func aValueHoldsNumbersTextAndArraysInPlace() {
+        // Only a variant, a dictionary and a signature are boxed; the rest sit in the 17 bytes of the value.
+        #expect(MemoryLayout<DBusValue>.size == 17)
+        #expect(MemoryLayout<DBusDictEntry>.stride == 48)
+    }
+
     @Test func validValuesPass() throws {
         let values: [DBusValue] = [
             .string(""), .string("grüße ✓"), .array(.string, []), .array(.byte, [.byte(1)]),

@@ -301,7 +301,14 @@ final class ConnectionLoop: @unchecked Sendable {
     }
 
     private func fireTimeouts() {
+        guard !timeouts.isEmpty else { return }
         let now = monotonicMillis()
+        // Handling a timeout may add or remove timeouts: the keys are copied, but only when one is due.
+        let due = timeouts.values.contains { entry in
+            dbus_timeout_get_enabled(entry.timeout) != 0
+                && now >= entry.start + Int64(dbus_timeout_get_interval(entry.timeout))
+        }
+        guard due else { return }
         for key in Array(timeouts.keys) {
             guard let entry = timeouts[key], dbus_timeout_get_enabled(entry.timeout) != 0 else { continue }
             if now >= entry.start + Int64(dbus_timeout_get_interval(entry.timeout)) {

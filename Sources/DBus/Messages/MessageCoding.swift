@@ -201,6 +201,65 @@ enum MessageCoding {
         return try DBusType(parsing: String(cString: raw))
     }
 
+    /// The basic type of a type code; nil for a container or an unknown code.
+    private static func basicType(_ code: Int32) -> DBusType? {
+        switch UInt8(truncatingIfNeeded: code) {
+        case UInt8(ascii: "y"): return .byte
+        case UInt8(ascii: "b"): return .boolean
+        case UInt8(ascii: "n"): return .int16
+        case UInt8(ascii: "q"): return .uint16
+        case UInt8(ascii: "i"): return .int32
+        case UInt8(ascii: "u"): return .uint32
+        case UInt8(ascii: "x"): return .int64
+        case UInt8(ascii: "t"): return .uint64
+        case UInt8(ascii: "d"): return .double
+        case UInt8(ascii: "s"): return .string
+        case UInt8(ascii: "o"): return .objectPath
+        case UInt8(ascii: "g"): return .signature
+        default: return nil
+        }
+    }
+
+    /// The types of the arrays messages carry most, made once: a `DBusType` array or dictionary is a box.
+    private static let stringArray = DBusType.array(.string)
+    private static let byteArray = DBusType.array(.byte)
+    private static let variantArray = DBusType.array(.variant)
+    private static let stringVariantDictionary = DBusType.dictionary(key: .string, value: .variant)
+    private static let stringStringDictionary = DBusType.dictionary(key: .string, value: .string)
+
+    /// The type of the array `iter` is at; `elements` is recursed into it.
+    ///
+    /// Arrays of a basic type or of variants, and dictionaries with a basic key and a basic or variant value
+    /// (read from their first entry), are typed from their type codes; other arrays, and empty dictionaries,
+    /// from their signature, which libdbus allocates and which is parsed.
+    private static func arrayType(
+        _ iter: inout DBusMessageIter, elements: inout DBusMessageIter
+    ) throws(DBusError) -> DBusType {
+        let element = dbus_message_iter_get_element_type(&iter)
+        switch element {
+        case code("s"): return stringArray
+        case code("y"): return byteArray
+        case code("v"): return variantArray
+        case code("e"):
+            guard dbus_message_iter_get_arg_type(&elements) == code("e") else { break }
+            var entry = DBusMessageIter()
+            dbus_message_iter_recurse(&elements, &entry)
+            guard let key = basicType(dbus_message_iter_get_arg_type(&entry)) else { break }
+            dbus_message_iter_next(&entry)
+            let valueCode = dbus_message_iter_get_arg_type(&entry)
+            switch (key, valueCode) {
+            case (.string, code("v")): return stringVariantDictionary
+            case (.string, code("s")): return stringStringDictionary
+            case (_, code("v")): return .dictionary(key: key, value: .variant)
+            default:
+                if let value = basicType(valueCode) { return .dictionary(key: key, value: value) }
+            }
+        default:
+            if let basic = basicType(element) { return .array(basic) }
+        }
+        return try currentType(&iter)
+    }
+
     static func read(_ iter: inout DBusMessageIter) throws(DBusError) -> DBusValue {
         let type = dbus_message_iter_get_arg_type(&iter)
         switch type {
@@ -230,10 +289,10 @@ enum MessageCoding {
             }
             return .structure(fields)
         case code("a"):
-            let arrayType = try currentType(&iter)
             var sub = DBusMessageIter()
             dbus_message_iter_recurse(&iter, &sub)
-            switch arrayType {
+            let containerType = try arrayType(&iter, elements: &sub)
+            switch containerType {
             case .array(.byte):
                 var base: UnsafePointer<UInt8>? = nil
                 var count: Int32 = 0
@@ -260,7 +319,7 @@ enum MessageCoding {
                 }
                 return .dictionary(key: key, value: value, entries)
             default:
-                throw DBusError(.invalidArgs, "unexpected array type '\(arrayType)'")
+                throw DBusError(.invalidArgs, "unexpected array type '\(containerType)'")
             }
         default:
             let shown = type > 0 && type < 128 ? String(UnicodeScalar(UInt8(type))) : "\(type)"

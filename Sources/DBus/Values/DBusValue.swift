@@ -14,7 +14,10 @@ import Glibc
 /// ```
 ///
 /// A value is checked with ``validate()`` before it reaches libdbus; ``DBusConnection`` does so on every send.
-public indirect enum DBusValue: Sendable, Hashable {
+///
+/// Numbers, text, paths and arrays sit in the value itself (it is 17 bytes); only a variant, a dictionary and a
+/// signature are boxed, so reading a message or building one allocates nothing for most of its values.
+public enum DBusValue: Sendable, Hashable {
     case byte(UInt8)
     case boolean(Bool)
     case int16(Int16)
@@ -26,12 +29,12 @@ public indirect enum DBusValue: Sendable, Hashable {
     case double(Double)
     case string(String)
     case objectPath(ObjectPath)
-    case signature(Signature)
-    case variant(DBusValue)
+    indirect case signature(Signature)
+    indirect case variant(DBusValue)
     /// An array whose elements are all of the given type.
     case array(DBusType, [DBusValue])
     /// A dictionary (`a{KV}`): entries in order; keys are of a basic type.
-    case dictionary(key: DBusType, value: DBusType, [DBusDictEntry])
+    indirect case dictionary(key: DBusType, value: DBusType, [DBusDictEntry])
     /// A structure of one or more fields.
     case structure([DBusValue])
 
