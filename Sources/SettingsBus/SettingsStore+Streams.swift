@@ -139,7 +139,7 @@ public struct SettingValues<Value: SettingValue>: AsyncSequence, Sendable {
 
     /// Yields the value of each update that reports the key, decoded when it is taken.
     public struct Iterator: AsyncIteratorProtocol {
-        var updates: AsyncStream<SettingsUpdate>.Iterator?
+        var updates: SettingsUpdates.Iterator?
         let key: SettingKey<Value>?
         var fixed: Value?
 
@@ -149,7 +149,7 @@ public struct SettingValues<Value: SettingValue>: AsyncSequence, Sendable {
                 return value
             }
             guard let key else { return nil }
-            while let update = await updates?.next(isolation: #isolation) {
+            while let update = await updates?.next() {
                 if update.kind == .snapshot || update.mentions(key.path) {
                     return key.decode(update.values[key.path]).value
                 }

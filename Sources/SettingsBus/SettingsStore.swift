@@ -144,8 +144,13 @@ public struct SettingsUpdates: AsyncSequence, Sendable {
     public typealias Element = SettingsUpdate
     public typealias Failure = Never
 
-    let stream: AsyncStream<SettingsUpdate>
-    let finish: @Sendable () -> Void
+    private enum Source: Sendable {
+        case stream(AsyncStream<SettingsUpdate>)
+        case channel(UpdateChannel.Consumer)
+    }
+
+    private let source: Source
+    private let finish: @Sendable () -> Void
 
     /// Wraps a stream.
     public init(_ stream: AsyncStream<SettingsUpdate>) {
@@ -154,8 +159,14 @@ public struct SettingsUpdates: AsyncSequence, Sendable {
 
     /// Wraps a stream whose subscription `finish` ends (the stream's continuation's `finish()`).
     public init(_ stream: AsyncStream<SettingsUpdate>, finish: @escaping @Sendable () -> Void) {
-        self.stream = stream
+        source = .stream(stream)
         self.finish = finish
+    }
+
+    /// The consumer's side of a watch's channel; ``stop()`` finishes it.
+    init(_ channel: UpdateChannel) {
+        source = .channel(UpdateChannel.Consumer(channel))
+        finish = { channel.finish() }
     }
 
     /// Ends the subscription, when it was made with a `finish` function; an iterator then returns nil.
@@ -164,7 +175,34 @@ public struct SettingsUpdates: AsyncSequence, Sendable {
     }
 
     /// Makes the iterator.
-    public func makeAsyncIterator() -> AsyncStream<SettingsUpdate>.Iterator {
-        stream.makeAsyncIterator()
+    public func makeAsyncIterator() -> Iterator {
+        switch source {
+        case .stream(let stream): Iterator(base: .stream(stream.makeAsyncIterator()))
+        case .channel(let consumer): Iterator(base: .channel(consumer))
+        }
+    }
+
+    /// Takes the updates one at a time; nil once the subscription has ended.
+    public struct Iterator: AsyncIteratorProtocol {
+        public typealias Element = SettingsUpdate
+        public typealias Failure = Never
+
+        fileprivate enum Base {
+            case stream(AsyncStream<SettingsUpdate>.Iterator)
+            case channel(UpdateChannel.Consumer)
+        }
+
+        fileprivate var base: Base
+
+        /// The next update, taken in the caller's isolation.
+        public mutating func next() async -> SettingsUpdate? {
+            switch base {
+            case .stream(var iterator):
+                defer { base = .stream(iterator) }
+                return await iterator.next(isolation: #isolation)
+            case .channel(let consumer):
+                return await consumer.channel.next()
+            }
+        }
     }
 }

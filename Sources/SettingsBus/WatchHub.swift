@@ -17,7 +17,7 @@ import SettingsModel
 /// in serial order, and the local copy is updated before any subscriber hears of a change.
 final class WatchHub: Sendable {
     private struct Watch {
-        var subscribers: [UInt64: AsyncStream<SettingsUpdate>.Continuation] = [:]
+        var subscribers: [UInt64: UpdateChannel] = [:]
         /// The effective values below the location; a key that is absent has no value.
         var values: [SettingPath: DBusValue] = [:]
         /// The serial the values are current at.
@@ -54,6 +54,18 @@ final class WatchHub: Sendable {
             }
         }
 
+        /// Changes the watch at `location` in place (its values are not copied) and keeps ``keyIndex``
+        /// current; nil when there is no watch there.
+        mutating func withWatch<Result>(at location: SettingLocation, _ body: (inout Watch) -> Result) -> Result? {
+            guard let index = watches.index(forKey: location) else { return nil }
+            let result = body(&watches.values[index])
+            if case .key(let key) = location {
+                let watch = watches.values[index]
+                keyIndex[key] = watch.ready ? (watch.values[key], watch.delivered) : nil
+            }
+            return result
+        }
+
         mutating func removeAllWatches() {
             watches = [:]
             keyIndex = [:]
@@ -77,8 +89,7 @@ final class WatchHub: Sendable {
     // MARK: - Subscribing
 
     func updates(of location: SettingLocation, keepingNewest count: Int? = nil) -> SettingsUpdates {
-        let (stream, continuation) = AsyncStream.makeStream(
-            of: SettingsUpdate.self, bufferingPolicy: count.map { .bufferingNewest($0) } ?? .unbounded)
+        let channel = UpdateChannel(keepingNewest: count)
         let id: UInt64? = state.withLock { state in
             guard !state.closed else { return nil }
             let id = state.nextID
@@ -88,17 +99,17 @@ final class WatchHub: Sendable {
                 if case .directory = location { state.directoryWatches += 1 }
                 watch.task = Task { [weak self] in await self?.run(location) }
             }
-            watch.subscribers[id] = continuation
-            if watch.ready { continuation.yield(Self.snapshot(of: watch, at: location)) }
+            watch.subscribers[id] = channel
+            if watch.ready { channel.yield(Self.snapshot(of: watch, at: location)) }
             state.setWatch(watch, at: location)
             return id
         }
         guard let id else {
-            continuation.finish()
-            return SettingsUpdates(stream)
+            channel.finish()
+            return SettingsUpdates(channel)
         }
-        continuation.onTermination = { [weak self] _ in self?.unsubscribe(id, from: location) }
-        return SettingsUpdates(stream) { continuation.finish() }
+        channel.setOnTermination { [weak self] in self?.unsubscribe(id, from: location) }
+        return SettingsUpdates(channel)
     }
 
     private func unsubscribe(_ id: UInt64, from location: SettingLocation) {
@@ -118,13 +129,13 @@ final class WatchHub: Sendable {
 
     /// Ends every watch; later subscriptions end at once.
     func close() {
-        let (tasks, continuations) = state.withLock { state in
+        let (tasks, channels) = state.withLock { state in
             state.closed = true
             defer { state.removeAllWatches() }
             return (state.watches.values.compactMap(\.task), state.watches.values.flatMap(\.subscribers.values))
         }
         for task in tasks { task.cancel() }
-        for continuation in continuations { continuation.finish() }
+        for channel in channels { channel.finish() }
     }
 
     private static func snapshot(of watch: Watch, at location: SettingLocation) -> SettingsUpdate {
@@ -347,30 +358,44 @@ final class WatchHub: Sendable {
             case .string(let origin) = body[4]
         else { return nil }
         var update = SettingsUpdate(kind: .change, values: [:], removed: [], serial: serial, origin: origin)
-        for entry in entries {
-            guard case .string(let text) = entry.key, case .variant(let value) = entry.value,
-                let key = try? SettingPath(text), location.contains(key)
-            else { continue }
-            update.values[key] = value
-        }
-        for case .string(let text) in removedKeys {
-            guard let key = try? SettingPath(text), location.contains(key) else { continue }
-            update.removed.insert(key)
+        switch location {
+        case .key(let key):
+            // The key's own name is all there is to look for: no other name needs to be read as a path.
+            let name = key.rawValue
+            for entry in entries {
+                guard case .string(let text) = entry.key, text == name, case .variant(let value) = entry.value
+                else { continue }
+                update.values[key] = value
+            }
+            for case .string(let text) in removedKeys where text == name { update.removed.insert(key) }
+        case .directory:
+            for entry in entries {
+                guard case .string(let text) = entry.key, case .variant(let value) = entry.value,
+                    let key = try? SettingPath(text), location.contains(key)
+                else { continue }
+                update.values[key] = value
+            }
+            for case .string(let text) in removedKeys {
+                guard let key = try? SettingPath(text), location.contains(key) else { continue }
+                update.removed.insert(key)
+            }
         }
         return (update, path, serial)
     }
 
     /// Records an update in the local copy and passes it to the subscribers, unless it is not newer.
     private static func record(_ update: SettingsUpdate, serial: UInt64, in state: inout State, at location: SettingLocation) {
-        guard var watch = state.watches[location], watch.ready, serial > watch.delivered else { return }
-        watch.delivered = serial
-        for (key, value) in update.values { watch.values[key] = value }
-        for key in update.removed { watch.values[key] = nil }
-        if !update.values.isEmpty || !update.removed.isEmpty {
-            for subscriber in watch.subscribers.values { subscriber.yield(update) }
+        let recorded = state.withWatch(at: location) { watch -> Bool in
+            guard watch.ready, serial > watch.delivered else { return false }
+            watch.delivered = serial
+            for (key, value) in update.values { watch.values[key] = value }
+            for key in update.removed { watch.values[key] = nil }
+            if !update.values.isEmpty || !update.removed.isEmpty {
+                for subscriber in watch.subscribers.values { subscriber.yield(update) }
+            }
+            return true
         }
-        state.setWatch(watch, at: location)
-        pruneFloors(&state)
+        if recorded == true { pruneFloors(&state) }
     }
 
     /// Applies a signal on the connection's thread, when it carries everything and nothing is ahead of it.
@@ -382,14 +407,16 @@ final class WatchHub: Sendable {
         var needsRead = false
         if case .key(let key) = location, !update.mentions(key) { needsRead = true }
         return state.withLock { state in
-            guard var watch = state.watches[location] else { return true }
-            guard watch.ready, !watch.reading, watch.forwarded == 0, !needsRead else {
-                watch.forwarded += 1
-                state.setWatch(watch, at: location)
-                return false
+            let now = state.withWatch(at: location) { watch -> Bool in
+                guard watch.ready, !watch.reading, watch.forwarded == 0, !needsRead else {
+                    watch.forwarded += 1
+                    return false
+                }
+                return true
             }
-            Self.record(update, serial: serial, in: &state, at: location)
-            return true
+            guard let now else { return true }
+            if now { Self.record(update, serial: serial, in: &state, at: location) }
+            return now
         }
     }
 
