@@ -64,3 +64,14 @@ def cpu(pid):
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     tick = os.sysconf("SC_CLK_TCK")
     return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def cpu_ns(pid):
+    """Nanoseconds a process's threads have run, from the scheduler (exact, unlike the ticks of `cpu`)."""
+    total = 0
+    for thread in os.listdir(f"/proc/{pid}/task"):
+        try:
+            total += int(open(f"/proc/{pid}/task/{thread}/schedstat").read().split()[0])
+        except FileNotFoundError:
+            pass  # the thread ended
+    return total

@@ -13,7 +13,7 @@ import tempfile
 import time
 
 import dbus
-from common import Broker, p
+from common import Broker, cpu_ns, p
 
 broker, bench = sys.argv[1], sys.argv[2]
 count = int(sys.argv[3]) if len(sys.argv) > 3 else 50
@@ -40,13 +40,17 @@ def measure(b, kind):
         for s in subscribers:
             s.stdout.readline()  # "ready", or the current value
         times = []
+        before = sum(cpu_ns(s.pid) for s in subscribers), cpu_ns(b.bus.pid)
         for r in range(rounds):
             started = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
             b.settings.Set(key, dbus.String(f"{kind}-{r}", variant_level=1))
-            last = max(int(s.stdout.readline().split()[1]) for s in subscribers)
+            last = max(int(s.stdout.readline().split()[-1]) for s in subscribers)
             times.append((last - started) / 1e6)
             time.sleep(0.01)
-        print(f"{kind} × {count}: p50 {p(times, .5):.2f} ms, p90 {p(times, .9):.2f} ms")
+        after = sum(cpu_ns(s.pid) for s in subscribers), cpu_ns(b.bus.pid)
+        print(f"{kind} × {count}: p50 {p(times, .5):.2f} ms, p90 {p(times, .9):.2f} ms; CPU per change: "
+              f"{(after[0] - before[0]) / rounds / count / 1e3:.0f} µs each subscriber, "
+              f"{(after[1] - before[1]) / rounds / 1e3:.0f} µs the bus daemon")
     finally:
         for s in subscribers:
             s.kill()
