@@ -22,6 +22,32 @@ enum Roles {
         }
     }
 
+    /// A subscriber that stops at a lower layer than ``subscriber(address:key:onConnectionThread:)``, to see
+    /// what each layer costs (`docs/probes/fanout.py`): it subscribes to the broker's `Changed` signals of a key
+    /// on a ``DBus/DBusConnection`` and prints `<value> <CLOCK_MONOTONIC ns>` for each, on the connection's
+    /// thread as the signal is read, or, `throughStream`, from a task on the global executor that takes the
+    /// values from an `AsyncStream`. Prints `ready` once subscribed; no current value, no store.
+    static func layerSubscriber(address: String, key: String, throughStream: Bool) async throws {
+        let connection = try await DBusConnection.connect(to: .address(address))
+        var rule = MatchRule(interface: SettingsBusNames.interface, member: "Changed", path: SettingsBusNames.objectPath)
+        rule.argumentPaths[0] = key
+        let (values, sink) = AsyncStream.makeStream(of: String.self)
+        let subscription = try await connection.forwardSignals(matching: rule) { message in
+            guard message.body.count == 5, case .dictionary(_, _, let entries) = message.body[1] else { return }
+            for entry in entries {
+                guard case .string(key) = entry.key, case .variant(.string(let value)) = entry.value else { continue }
+                if throughStream { sink.yield(value) } else { printLine("\(value) \(monotonicNanoseconds())") }
+            }
+        }
+        defer { subscription.end() }
+        printLine("ready")
+        if throughStream {
+            for await value in values { printLine("\(value) \(monotonicNanoseconds())") }
+        } else {
+            await connection.waitUntilClosed()
+        }
+    }
+
     /// Prints `ready` once connected, waits for a line on standard input, then writes distinct keys
     /// `<prefix>w<id>/k<n>` = `'w<id>-<n>'` one after another for `seconds`; prints
     /// `done <acknowledged> <failed> <first ns> <last ns>`.

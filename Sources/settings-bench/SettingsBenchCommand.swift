@@ -41,6 +41,9 @@ struct SettingsBenchCommand: AsyncParsableCommand {
     var executor: String = "global"
 
     @Option(help: .hidden)
+    var layer: String = "store"
+
+    @Option(help: .hidden)
     var prefix: String?
 
     @Option(help: .hidden)
@@ -58,7 +61,14 @@ struct SettingsBenchCommand: AsyncParsableCommand {
             guard ["global", "connection"].contains(executor) else {
                 throw ValidationError("unknown --executor \(executor); use global or connection")
             }
-            try await Roles.subscriber(address: bus, key: key, onConnectionThread: executor == "connection")
+            switch layer {
+            case "store":
+                try await Roles.subscriber(address: bus, key: key, onConnectionThread: executor == "connection")
+            case "connection", "stream":
+                try await Roles.layerSubscriber(address: bus, key: key, throughStream: layer == "stream")
+            default:
+                throw ValidationError("unknown --layer \(layer); use store, connection or stream")
+            }
         case "writer":
             guard let bus, let prefix else { throw ValidationError("--role writer needs --bus and --prefix") }
             try await Roles.writer(system: system, address: bus, prefix: prefix, id: id, seconds: seconds)

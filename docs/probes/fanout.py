@@ -1,10 +1,18 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-"""Usage: fanout.py BROKER SETTINGS_BENCH [SUBSCRIBERS] [ROUNDS]  -- the time from before a Set until all
-subscribers have printed the change, with subscriber processes of four kinds: minsub.c (C, one thread),
-`minsub … hop` (C, a hand-off to a second thread), `settings-bench --role subscriber` (SettingsBus, the
-stream consumed on the global executor) and the same with `--executor connection` (consumed on the
-connection's thread)."""
+"""Usage: fanout.py BROKER SETTINGS_BENCH [SUBSCRIBERS] [ROUNDS] [KINDS]  -- the time from before a Set until
+all subscribers have printed the change, and the CPU each subscriber and the bus daemon spend per change,
+with subscriber processes of these kinds (KINDS: a comma-separated choice, all by default):
+  minsub          minsub.c (C, libdbus, one thread)
+  minsub hop      the same, handing each change to a second thread (a condition variable)
+  connection      settings-bench --role subscriber --layer connection: a DBusConnection's signal handler
+                  prints on the connection's thread (no store, no stream)
+  stream          --layer stream: the handler yields into an AsyncStream that a task on the global
+                  executor prints from
+  store           settings-bench --role subscriber: values(for:) of a BusSettingsStore, consumed on the
+                  global executor (what the benchmark measures)
+  store executor  the same, consumed in a task preferring the store's executor (the connection's thread)
+"""
 import os
 import shutil
 import subprocess
@@ -28,12 +36,14 @@ key = "/probe/fanout/key"
 
 
 def measure(b, kind):
+    subscriber = [bench, "--role", "subscriber", "--bus", b.address, "--key", key]
     command = {
         "minsub": [os.path.join(build, "minsub"), b.address, key],
         "minsub hop": [os.path.join(build, "minsub"), b.address, key, "hop"],
-        "settings-bench": [bench, "--role", "subscriber", "--bus", b.address, "--key", key],
-        "settings-bench executor": [bench, "--role", "subscriber", "--bus", b.address, "--key", key,
-                                    "--executor", "connection"],
+        "connection": subscriber + ["--layer", "connection"],
+        "stream": subscriber + ["--layer", "stream"],
+        "store": subscriber,
+        "store executor": subscriber + ["--executor", "connection"],
     }[kind]
     subscribers = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True) for _ in range(count)]
     try:
@@ -60,7 +70,9 @@ def measure(b, kind):
 try:
     with Broker(broker) as b:
         b.settings.Set(key, dbus.String("start", variant_level=1))
-        for kind in ("minsub", "minsub hop", "settings-bench", "settings-bench executor"):
+        kinds = sys.argv[5].split(",") if len(sys.argv) > 5 else [
+            "minsub", "minsub hop", "connection", "stream", "store", "store executor"]
+        for kind in kinds:
             measure(b, kind)
 finally:
     shutil.rmtree(build, ignore_errors=True)
