@@ -201,23 +201,9 @@ enum MessageCoding {
         return try DBusType(parsing: String(cString: raw))
     }
 
-    /// The basic type of a type code; nil for a container or an unknown code.
+    /// The basic type of a libdbus type code; nil for a container or an unknown code.
     private static func basicType(_ code: Int32) -> DBusType? {
-        switch UInt8(truncatingIfNeeded: code) {
-        case UInt8(ascii: "y"): return .byte
-        case UInt8(ascii: "b"): return .boolean
-        case UInt8(ascii: "n"): return .int16
-        case UInt8(ascii: "q"): return .uint16
-        case UInt8(ascii: "i"): return .int32
-        case UInt8(ascii: "u"): return .uint32
-        case UInt8(ascii: "x"): return .int64
-        case UInt8(ascii: "t"): return .uint64
-        case UInt8(ascii: "d"): return .double
-        case UInt8(ascii: "s"): return .string
-        case UInt8(ascii: "o"): return .objectPath
-        case UInt8(ascii: "g"): return .signature
-        default: return nil
-        }
+        UInt8(exactly: code).flatMap { DBusType(basicCode: $0) }
     }
 
     /// The types of the arrays messages carry most, made once: a `DBusType` array or dictionary is a box.

@@ -71,6 +71,25 @@ public indirect enum DBusType: Sendable, Hashable {
         }
     }
 
+    /// The basic type a signature's type code stands for (`s` → `.string`); nil for any other code.
+    package init?(basicCode code: UInt8) {
+        switch code {
+        case UInt8(ascii: "y"): self = .byte
+        case UInt8(ascii: "b"): self = .boolean
+        case UInt8(ascii: "n"): self = .int16
+        case UInt8(ascii: "q"): self = .uint16
+        case UInt8(ascii: "i"): self = .int32
+        case UInt8(ascii: "u"): self = .uint32
+        case UInt8(ascii: "x"): self = .int64
+        case UInt8(ascii: "t"): self = .uint64
+        case UInt8(ascii: "d"): self = .double
+        case UInt8(ascii: "s"): self = .string
+        case UInt8(ascii: "o"): self = .objectPath
+        case UInt8(ascii: "g"): self = .signature
+        default: return nil
+        }
+    }
+
     /// Parses exactly one complete type from signature text.
     ///
     /// ```swift

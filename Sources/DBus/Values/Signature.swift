@@ -82,19 +82,8 @@ struct SignatureParser {
         guard index < bytes.count else { throw failure("a complete type was expected") }
         let code = bytes[index]
         index += 1
+        if let basic = DBusType(basicCode: code) { return basic }
         switch code {
-        case UInt8(ascii: "y"): return .byte
-        case UInt8(ascii: "b"): return .boolean
-        case UInt8(ascii: "n"): return .int16
-        case UInt8(ascii: "q"): return .uint16
-        case UInt8(ascii: "i"): return .int32
-        case UInt8(ascii: "u"): return .uint32
-        case UInt8(ascii: "x"): return .int64
-        case UInt8(ascii: "t"): return .uint64
-        case UInt8(ascii: "d"): return .double
-        case UInt8(ascii: "s"): return .string
-        case UInt8(ascii: "o"): return .objectPath
-        case UInt8(ascii: "g"): return .signature
         case UInt8(ascii: "v"): return .variant
         case UInt8(ascii: "h"):
             index -= 1
