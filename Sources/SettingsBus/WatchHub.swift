@@ -32,7 +32,7 @@ final class WatchHub: Sendable {
     }
 
     private struct State {
-        /// Every write goes through ``setWatch(_:at:)``, which keeps ``keyIndex`` current.
+        /// Every write goes through ``setWatch(_:at:)`` or ``withWatch(at:_:)``, which keep ``keyIndex`` current.
         private(set) var watches: [SettingLocation: Watch] = [:]
         /// The value and serial of each key watched by itself and ready: what ``cachedValue(of:)`` reads
         /// with one lookup, without copying a watch out of ``watches``.
@@ -46,24 +46,26 @@ final class WatchHub: Sendable {
 
         mutating func setWatch(_ watch: Watch?, at location: SettingLocation) {
             watches[location] = watch
+            index(watch, at: location)
+        }
+
+        /// Changes the watch at `location` in place (its values are not copied) and keeps ``keyIndex``
+        /// current; nil when there is no watch there.
+        mutating func withWatch<Result>(at location: SettingLocation, _ body: (inout Watch) -> Result) -> Result? {
+            guard let position = watches.index(forKey: location) else { return nil }
+            let result = body(&watches.values[position])
+            index(watches.values[position], at: location)
+            return result
+        }
+
+        /// Brings ``keyIndex`` up to date with the watch now at `location`.
+        private mutating func index(_ watch: Watch?, at location: SettingLocation) {
             guard case .key(let key) = location else { return }
             if let watch, watch.ready {
                 keyIndex[key] = (watch.values[key], watch.delivered)
             } else {
                 keyIndex[key] = nil
             }
-        }
-
-        /// Changes the watch at `location` in place (its values are not copied) and keeps ``keyIndex``
-        /// current; nil when there is no watch there.
-        mutating func withWatch<Result>(at location: SettingLocation, _ body: (inout Watch) -> Result) -> Result? {
-            guard let index = watches.index(forKey: location) else { return nil }
-            let result = body(&watches.values[index])
-            if case .key(let key) = location {
-                let watch = watches.values[index]
-                keyIndex[key] = watch.ready ? (watch.values[key], watch.delivered) : nil
-            }
-            return result
         }
 
         mutating func removeAllWatches() {
@@ -270,9 +272,7 @@ final class WatchHub: Sendable {
                 case .signal(let message):
                     await apply(message, to: location)
                     state.withLock { state in
-                        guard var watch = state.watches[location], watch.forwarded > 0 else { return }
-                        watch.forwarded -= 1
-                        state.setWatch(watch, at: location)
+                        _ = state.withWatch(at: location) { watch in watch.forwarded = max(0, watch.forwarded - 1) }
                     }
                 case .brokerStarted, .retry: await readAgain()
                 case .ended: break loop
@@ -297,27 +297,31 @@ final class WatchHub: Sendable {
             return error.code == .brokerUnavailable
         }
         state.withLock { state in
-            guard var watch = state.watches[location] else { return }
-            watch.reading = false
-            defer { state.setWatch(watch, at: location) }
-            guard watch.ready else {
-                watch.ready = true
-                watch.values = snapshot.values
-                watch.delivered = snapshot.serial
-                let update = Self.snapshot(of: watch, at: location)
-                for subscriber in watch.subscribers.values { subscriber.yield(update) }
-                return
-            }
-            var update = SettingsUpdate(kind: .resync, values: [:], removed: [], serial: snapshot.serial, origin: nil)
-            for (key, value) in snapshot.values where watch.values[key] != value { update.values[key] = value }
-            for key in watch.values.keys where snapshot.values[key] == nil { update.removed.insert(key) }
-            watch.values = snapshot.values
-            watch.delivered = snapshot.serial
-            if !update.values.isEmpty || !update.removed.isEmpty {
-                for subscriber in watch.subscribers.values { subscriber.yield(update) }
-            }
+            _ = state.withWatch(at: location) { watch in Self.adopt(snapshot, in: &watch, at: location) }
         }
         return true
+    }
+
+    /// Takes a read's values as the watch's own, and reports them to its subscribers: all of them the first
+    /// time, afterwards what differs.
+    private static func adopt(_ snapshot: SettingsSnapshot, in watch: inout Watch, at location: SettingLocation) {
+        watch.reading = false
+        guard watch.ready else {
+            watch.ready = true
+            watch.values = snapshot.values
+            watch.delivered = snapshot.serial
+            let update = Self.snapshot(of: watch, at: location)
+            for subscriber in watch.subscribers.values { subscriber.yield(update) }
+            return
+        }
+        var update = SettingsUpdate(kind: .resync, values: [:], removed: [], serial: snapshot.serial, origin: nil)
+        for (key, value) in snapshot.values where watch.values[key] != value { update.values[key] = value }
+        for key in watch.values.keys where snapshot.values[key] == nil { update.removed.insert(key) }
+        watch.values = snapshot.values
+        watch.delivered = snapshot.serial
+        if !update.values.isEmpty || !update.removed.isEmpty {
+            for subscriber in watch.subscribers.values { subscriber.yield(update) }
+        }
     }
 
     private func read(_ location: SettingLocation) async throws(SettingsError) -> SettingsSnapshot {
@@ -332,18 +336,16 @@ final class WatchHub: Sendable {
 
     private func setReading(_ reading: Bool, _ location: SettingLocation) {
         state.withLock { state in
-            guard var watch = state.watches[location] else { return }
-            watch.reading = reading
-            state.setWatch(watch, at: location)
+            _ = state.withWatch(at: location) { watch in watch.reading = reading }
         }
     }
 
     private func resetForwarding(_ location: SettingLocation) {
         state.withLock { state in
-            guard var watch = state.watches[location] else { return }
-            watch.forwarded = 0
-            watch.reading = false
-            state.setWatch(watch, at: location)
+            _ = state.withWatch(at: location) { watch in
+                watch.forwarded = 0
+                watch.reading = false
+            }
         }
     }
 
