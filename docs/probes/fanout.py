@@ -12,6 +12,8 @@ with subscriber processes of these kinds (KINDS: a comma-separated choice, all b
   store           settings-bench --role subscriber: values(for:) of a BusSettingsStore, consumed on the
                   global executor (what the benchmark measures)
   store executor  the same, consumed in a task preferring the store's executor (the connection's thread)
+A kind of the last four may name another settings-bench binary after an `@`, to compare two builds side by
+side: `store@/tmp/old/settings-bench,store` alternates an older build's subscribers with this one's.
 """
 import os
 import shutil
@@ -36,7 +38,8 @@ key = "/probe/fanout/key"
 
 
 def measure(b, kind):
-    subscriber = [bench, "--role", "subscriber", "--bus", b.address, "--key", key]
+    kind, _, binary = kind.partition("@")
+    subscriber = [binary or bench, "--role", "subscriber", "--bus", b.address, "--key", key]
     command = {
         "minsub": [os.path.join(build, "minsub"), b.address, key],
         "minsub hop": [os.path.join(build, "minsub"), b.address, key, "hop"],
@@ -58,7 +61,8 @@ def measure(b, kind):
             times.append((last - started) / 1e6)
             time.sleep(0.01)
         after = sum(cpu_ns(s.pid) for s in subscribers), cpu_ns(b.bus.pid)
-        print(f"{kind} × {count}: p50 {p(times, .5):.2f} ms, p90 {p(times, .9):.2f} ms; CPU per change: "
+        label = f"{kind} ({binary})" if binary else kind
+        print(f"{label} × {count}: p50 {p(times, .5):.2f} ms, p90 {p(times, .9):.2f} ms; CPU per change: "
               f"{(after[0] - before[0]) / rounds / count / 1e3:.0f} µs each subscriber, "
               f"{(after[1] - before[1]) / rounds / 1e3:.0f} µs the bus daemon")
     finally:
