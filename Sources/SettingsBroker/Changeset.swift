@@ -45,8 +45,8 @@ struct ResolvedChangeset: Sendable {
 public struct CommittedChange: Sendable, Hashable {
     /// The key when one key changed, else the longest common directory.
     public var path: SettingLocation
-    /// New effective values (a reset key with a default carries the default).
-    public var values: [String: DBusValue]
+    /// New effective values (a reset key with a default carries the default), in key order.
+    public var values: [Value]
     /// Keys left without any value.
     public var removed: [String]
     /// Keys whose value is secret: reported without their value, so watchers re-read them.
@@ -55,4 +55,10 @@ public struct CommittedChange: Sendable, Hashable {
     public var serial: UInt64
     /// The unique bus name of the writer.
     public var origin: String
+
+    /// A key's new effective value.
+    public struct Value: Sendable, Hashable {
+        public var key: String
+        public var value: DBusValue
+    }
 }

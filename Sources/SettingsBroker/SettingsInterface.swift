@@ -179,7 +179,10 @@ public enum SettingsInterface {
         .signal(
             path: SettingsBusNames.objectPath, interface: SettingsBusNames.interface, member: "Changed",
             body: [
-                .string(change.path.rawValue), valueMap(change.values),
+                .string(change.path.rawValue),
+                .dictionary(
+                    key: .string, value: .variant,
+                    change.values.map { DBusDictEntry(key: .string($0.key), value: .variant($0.value)) }),
                 .array(.string, change.removed.map(DBusValue.string)), .uint64(change.serial),
                 .string(change.origin),
             ])

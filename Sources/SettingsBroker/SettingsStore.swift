@@ -394,7 +394,7 @@ public final class SettingsStore: Sendable {
             }
             guard !changedKeys.isEmpty else { return nil }
             var change = CommittedChange(
-                path: SettingLocation.enclosing(changedKeys) ?? .directory(.root), values: [:],
+                path: SettingLocation.enclosing(changedKeys) ?? .directory(.root), values: [],
                 removed: [], secretKeys: [], serial: changeset.serial, origin: changeset.origin)
             for (key, value) in changeset.writes {
                 state.values[key] = value.map { UserValue(value: $0, serial: changeset.serial) }
@@ -403,11 +403,13 @@ public final class SettingsStore: Sendable {
                 if state.schemas[key]?.isSecret == true {
                     change.secretKeys.append(key.rawValue)
                 } else if let effective = state.effectiveValue(key) {
-                    change.values[key.rawValue] = effective
+                    change.values.append(CommittedChange.Value(key: key.rawValue, value: effective))
                 } else {
                     change.removed.append(key.rawValue)
                 }
             }
+            // The writes are in key order; keys a registration added come after them.
+            if changedKeys.count > changeset.writes.count { change.values.sort { $0.key < $1.key } }
             return change
         }
     }
