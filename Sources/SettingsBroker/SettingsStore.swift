@@ -379,9 +379,11 @@ public final class SettingsStore: Sendable {
         for (key, value) in changeset.writes {
             writerState.resetSerials[key] = value == nil ? changeset.serial : nil
         }
-        return committed.withLock { state in
+        // Reads wait while the lock is held (a commit of 100,000 keys holds it for about 100 ms): what does not
+        // need the committed state is done before and after.
+        var changedKeys = changeset.writes.map(\.key)
+        let committedChange = committed.withLock { state -> CommittedChange? in
             state.serial = changeset.serial
-            var changedKeys = changeset.writes.map(\.key)
             for (key, schema) in changeset.registrations {
                 // A schema of another type than the stored value's makes Get return the default instead:
                 // watchers hear of that as of a write. A default appearing for a key without a value is not
@@ -394,8 +396,9 @@ public final class SettingsStore: Sendable {
             }
             guard !changedKeys.isEmpty else { return nil }
             var change = CommittedChange(
-                path: SettingLocation.enclosing(changedKeys) ?? .directory(.root), values: [],
-                removed: [], secretKeys: [], serial: changeset.serial, origin: changeset.origin)
+                path: .directory(.root), values: [], removed: [], secretKeys: [], serial: changeset.serial,
+                origin: changeset.origin)
+            change.values.reserveCapacity(changedKeys.count)
             for (key, value) in changeset.writes {
                 state.values[key] = value.map { UserValue(value: $0, serial: changeset.serial) }
             }
@@ -408,10 +411,13 @@ public final class SettingsStore: Sendable {
                     change.removed.append(key.rawValue)
                 }
             }
-            // The writes are in key order; keys a registration added come after them.
-            if changedKeys.count > changeset.writes.count { change.values.sort { $0.key < $1.key } }
             return change
         }
+        guard var change = committedChange else { return nil }
+        change.path = SettingLocation.enclosing(changedKeys) ?? .directory(.root)
+        // The writes are in key order; keys a registration added come after them.
+        if changedKeys.count > changeset.writes.count { change.values.sort { $0.key < $1.key } }
+        return change
     }
 
     // MARK: - Staged view (for validation)
