@@ -31,6 +31,12 @@ final class UpdateChannel: Sendable {
         mutating func take() -> SettingsUpdate? {
             guard !cancelled, head < buffer.count else { return nil }
             let update = buffer[head]
+            dropOldest()
+            return update
+        }
+
+        /// Moves past the oldest update, and lets go of the updates moved past once they are many.
+        mutating func dropOldest() {
             head += 1
             if head == buffer.count {
                 buffer.removeAll(keepingCapacity: true)
@@ -39,7 +45,6 @@ final class UpdateChannel: Sendable {
                 buffer.removeFirst(head)
                 head = 0
             }
-            return update
         }
 
         /// Ends the channel: the waiter to resume and the termination handler to call, each at most once.
@@ -77,13 +82,16 @@ final class UpdateChannel: Sendable {
         if ended { handler() }
     }
 
+    /// How many updates the channel holds in memory, taken or dropped ones included until they are let go.
+    var heldUpdates: Int { state.withLock { $0.buffer.count } }
+
     // MARK: - The hub's side
 
     /// Passes an update to the consumer; dropped once the channel has ended.
     func yield(_ update: SettingsUpdate) {
         let waiter = state.withLock { state -> UnsafeContinuation<Void, Never>? in
             guard !state.finished else { return nil }
-            if let limit, state.pending >= limit { state.head += 1 }
+            if let limit, state.pending >= limit { state.dropOldest() }
             state.buffer.append(update)
             defer { state.waiter = nil }
             return state.waiter

@@ -50,6 +50,14 @@ struct UpdateChannelTests {
         #expect(await Self.serials(of: updates, count: 2) == [9, 10])
     }
 
+    @Test func updatesDroppedForNewerOnesAreLetGoWhileNobodyTakes() async {
+        let channel = UpdateChannel(keepingNewest: 1)
+        let updates = SettingsUpdates(channel)
+        for serial in 1...10_000 { channel.yield(Self.update(UInt64(serial))) }
+        #expect(channel.heldUpdates <= 64)
+        #expect(await Self.serials(of: updates, count: 1) == [10_000])
+    }
+
     @Test func aWaitingConsumerIsResumedByEachUpdate() async {
         let channel = UpdateChannel(keepingNewest: 1)
         let updates = SettingsUpdates(channel)
