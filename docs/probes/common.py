@@ -75,3 +75,14 @@ def cpu_ns(pid):
         except FileNotFoundError:
             pass  # the thread ended
     return total
+
+
+def compile_probe(source, directory, extra=()):
+    """Compiles one of the probes' C programs (`source`, next to this file) against libdbus into `directory`;
+    returns the executable's path. Needs gcc and pkg-config."""
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "dbus-1"], capture_output=True, text=True,
+                           check=True).stdout.split()
+    here = os.path.dirname(os.path.abspath(__file__))
+    executable = os.path.join(directory, os.path.splitext(source)[0])
+    subprocess.run(["gcc", "-O2", os.path.join(here, source), "-o", executable, *extra] + flags, check=True)
+    return executable

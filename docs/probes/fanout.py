@@ -23,16 +23,13 @@ import tempfile
 import time
 
 import dbus
-from common import Broker, cpu_ns, p
+from common import Broker, compile_probe, cpu_ns, p
 
 broker, bench = sys.argv[1], sys.argv[2]
 count = int(sys.argv[3]) if len(sys.argv) > 3 else 50
 rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 40
-here = os.path.dirname(os.path.abspath(__file__))
 build = tempfile.mkdtemp(prefix="settingsbus-fanout-")
-flags = subprocess.run(["pkg-config", "--cflags", "--libs", "dbus-1"], capture_output=True, text=True, check=True).stdout.split()
-subprocess.run(["gcc", "-O2", os.path.join(here, "minsub.c"), "-o", os.path.join(build, "minsub"), "-lpthread"] + flags,
-               check=True)
+minsub = compile_probe("minsub.c", build, ["-lpthread"])
 
 key = "/probe/fanout/key"
 
@@ -41,8 +38,8 @@ def measure(b, kind):
     kind, _, binary = kind.partition("@")
     subscriber = [binary or bench, "--role", "subscriber", "--bus", b.address, "--key", key]
     command = {
-        "minsub": [os.path.join(build, "minsub"), b.address, key],
-        "minsub hop": [os.path.join(build, "minsub"), b.address, key, "hop"],
+        "minsub": [minsub, b.address, key],
+        "minsub hop": [minsub, b.address, key, "hop"],
         "connection": subscriber + ["--layer", "connection"],
         "stream": subscriber + ["--layer", "stream"],
         "store": subscriber,
