@@ -10,14 +10,32 @@ internal import Glibc
 enum Roles {
     /// Follows a key with `values(for:)`; prints `<value> <CLOCK_MONOTONIC ns>` for each value, the current
     /// one first. Runs until it is ended. With `onConnectionThread`, the stream is consumed in a task that
-    /// prefers the store's executor (``BusSettingsStore/executor``), otherwise on the global executor.
-    static func subscriber(address: String, key path: String, onConnectionThread: Bool) async throws {
+    /// prefers the store's executor (``BusSettingsStore/executor``), otherwise on the global executor. With
+    /// `changes`, follows `changes(for:)` instead (for `docs/probes/fanout.py`), printing the current value
+    /// from a `values(for:)` stream that it ends once the changes stream is live.
+    static func subscriber(address: String, key path: String, onConnectionThread: Bool, changes: Bool = false) async throws {
         let settings = BusSettingsStore(bus: .address(address))
         let key = SettingKey(try SettingPath(path), default: "")
         await withTaskExecutorPreference(onConnectionThread ? settings.executor : nil) {
-            for await value in settings.values(for: key) {
+            guard changes else {
+                for await value in settings.values(for: key) {
+                    let stamp = monotonicNanoseconds()
+                    printLine("\(value) \(stamp)")
+                }
+                return
+            }
+            let changes = settings.changes(for: key)
+            // The two streams share the key's watch: once the values stream has its first value, the changes
+            // stream is live.
+            let values = settings.values(for: key)
+            for await value in values {
+                printLine("\(value) \(monotonicNanoseconds())")
+                break
+            }
+            values.stop()
+            for await change in changes {
                 let stamp = monotonicNanoseconds()
-                printLine("\(value) \(stamp)")
+                printLine("\(change.value) \(stamp)")
             }
         }
     }

@@ -44,6 +44,9 @@ struct SettingsBenchCommand: AsyncParsableCommand {
     var layer: String = "store"
 
     @Option(help: .hidden)
+    var stream: String = "values"
+
+    @Option(help: .hidden)
     var prefix: String?
 
     @Option(help: .hidden)
@@ -63,7 +66,11 @@ struct SettingsBenchCommand: AsyncParsableCommand {
             }
             switch layer {
             case "store":
-                try await Roles.subscriber(address: bus, key: key, onConnectionThread: executor == "connection")
+                guard ["values", "changes"].contains(stream) else {
+                    throw ValidationError("unknown --stream \(stream); use values or changes")
+                }
+                try await Roles.subscriber(
+                    address: bus, key: key, onConnectionThread: executor == "connection", changes: stream == "changes")
             case "connection", "stream":
                 try await Roles.layerSubscriber(address: bus, key: key, throughStream: layer == "stream")
             default:

@@ -12,7 +12,8 @@ with subscriber processes of these kinds (KINDS: a comma-separated choice, all b
   store           settings-bench --role subscriber: values(for:) of a BusSettingsStore, consumed on the
                   global executor (what the benchmark measures)
   store executor  the same, consumed in a task preferring the store's executor (the connection's thread)
-A kind of the last four may name another settings-bench binary after an `@`, to compare two builds side by
+  changes         --stream changes: changes(for:) of a BusSettingsStore, consumed on the global executor
+A kind other than the first two may name another settings-bench binary after an `@`, to compare two builds side by
 side: `store@/tmp/old/settings-bench,store` alternates an older build's subscribers with this one's.
 """
 import os
@@ -44,6 +45,7 @@ def measure(b, kind):
         "stream": subscriber + ["--layer", "stream"],
         "store": subscriber,
         "store executor": subscriber + ["--executor", "connection"],
+        "changes": subscriber + ["--stream", "changes"],
     }[kind]
     subscribers = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True) for _ in range(count)]
     try:
