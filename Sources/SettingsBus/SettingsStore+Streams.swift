@@ -62,41 +62,27 @@ extension SettingsStore {
     /// reported; use ``values(for:)`` for that.
     ///
     /// The stream keeps up to 128 pending changes; a consumer that falls further behind loses the oldest.
+    /// Like ``values(for:)``, it decodes each change in the consumer's task as it is taken: no task stands
+    /// between the store and the consumer.
     ///
     /// - Important: The stream ends when the task iterating it is cancelled.
     public func changes<Value>(for key: SettingKey<Value>) -> SettingChanges<Value> {
-        let (stream, continuation) = AsyncStream.makeStream(
-            of: SettingChange<Value>.self, bufferingPolicy: .bufferingNewest(128))
-        let updates = updates(of: .key(key.path))
-        let task = Task {
-            for await update in updates where update.kind != .snapshot && update.mentions(key.path) {
-                let (value, problem) = key.decode(update.values[key.path])
-                let kind: SettingChange<Value>.Kind = update.values[key.path] == nil ? .reset : .set
-                continuation.yield(
-                    SettingChange(kind: kind, value: value, origin: update.origin, serial: update.serial, problem: problem))
-            }
-            continuation.finish()
-        }
-        continuation.onTermination = { _ in task.cancel() }
-        return SettingChanges(stream: stream)
+        SettingChanges(updates: updates(of: .key(key.path), keepingNewest: Self.pendingChanges), key: key)
     }
 
     /// The changes below a directory: one ``SettingsUpdate`` per commit that touched a key below it, with the
     /// new values and the keys left without a value. The state when watching began is not reported.
     ///
+    /// The stream keeps up to 128 pending changes; a consumer that falls further behind loses the oldest.
+    ///
     /// - Important: The stream ends when the task iterating it is cancelled.
     public func changes(under directory: SettingDirectory) -> SettingsUpdates {
-        let (stream, continuation) = AsyncStream.makeStream(of: SettingsUpdate.self, bufferingPolicy: .bufferingNewest(128))
-        let updates = updates(of: .directory(directory))
-        let task = Task {
-            for await update in updates where update.kind != .snapshot {
-                continuation.yield(update)
-            }
-            continuation.finish()
-        }
-        continuation.onTermination = { _ in task.cancel() }
-        return SettingsUpdates(stream)
+        updates(of: .directory(directory), keepingNewest: Self.pendingChanges).skippingSnapshots()
     }
+
+    /// How many changes ``changes(for:)`` and ``changes(under:)`` keep for a consumer that is behind (the
+    /// snapshot taken when watching began counts as one until it is passed over).
+    private static var pendingChanges: Int { 128 }
 
     /// Runs `body` with the values of a key and stops watching when it returns.
     ///
@@ -174,8 +160,41 @@ public struct SettingChanges<Value: SettingValue>: AsyncSequence, Sendable {
     public typealias Element = SettingChange<Value>
     public typealias Failure = Never
 
-    let stream: AsyncStream<SettingChange<Value>>
+    private let updates: SettingsUpdates
+    private let key: SettingKey<Value>
+
+    /// The changes of a key, decoded from its updates.
+    init(updates: SettingsUpdates, key: SettingKey<Value>) {
+        self.updates = updates
+        self.key = key
+    }
+
+    /// Yields each update that reports the key (the snapshot taken when watching began is passed over),
+    /// decoded when it is taken.
+    public struct Iterator: AsyncIteratorProtocol {
+        var updates: SettingsUpdates.Iterator
+        let key: SettingKey<Value>
+
+        public mutating func next() async -> SettingChange<Value>? {
+            while let update = await updates.next() {
+                guard update.kind != .snapshot, update.mentions(key.path) else { continue }
+                let stored = update.values[key.path]
+                let (value, problem) = key.decode(stored)
+                return SettingChange(
+                    kind: stored == nil ? .reset : .set, value: value, origin: update.origin, serial: update.serial,
+                    problem: problem)
+            }
+            return nil
+        }
+    }
 
     /// Makes the iterator.
-    public func makeAsyncIterator() -> AsyncStream<SettingChange<Value>>.Iterator { stream.makeAsyncIterator() }
+    public func makeAsyncIterator() -> Iterator {
+        Iterator(updates: updates.makeAsyncIterator(), key: key)
+    }
+
+    /// Ends the stream and its subscription; an iterator then returns nil.
+    public func stop() {
+        updates.stop()
+    }
 }

@@ -151,6 +151,8 @@ public struct SettingsUpdates: AsyncSequence, Sendable {
 
     private let source: Source
     private let finish: @Sendable () -> Void
+    /// Whether the iterator passes over ``SettingsUpdate/Kind/snapshot`` updates (``SettingsStore/changes(under:)``).
+    private var skipsSnapshots = false
 
     /// Wraps a stream.
     public init(_ stream: AsyncStream<SettingsUpdate>) {
@@ -169,6 +171,13 @@ public struct SettingsUpdates: AsyncSequence, Sendable {
         finish = { channel.finish() }
     }
 
+    /// The same updates without the snapshot taken when watching began: only what changed since.
+    func skippingSnapshots() -> SettingsUpdates {
+        var updates = self
+        updates.skipsSnapshots = true
+        return updates
+    }
+
     /// Ends the subscription, when it was made with a `finish` function; an iterator then returns nil.
     public func stop() {
         finish()
@@ -177,8 +186,8 @@ public struct SettingsUpdates: AsyncSequence, Sendable {
     /// Makes the iterator.
     public func makeAsyncIterator() -> Iterator {
         switch source {
-        case .stream(let stream): Iterator(base: .stream(stream.makeAsyncIterator()))
-        case .channel(let consumer): Iterator(base: .channel(consumer))
+        case .stream(let stream): Iterator(base: .stream(stream.makeAsyncIterator()), skipsSnapshots: skipsSnapshots)
+        case .channel(let consumer): Iterator(base: .channel(consumer), skipsSnapshots: skipsSnapshots)
         }
     }
 
@@ -193,9 +202,18 @@ public struct SettingsUpdates: AsyncSequence, Sendable {
         }
 
         fileprivate var base: Base
+        fileprivate let skipsSnapshots: Bool
 
         /// The next update, taken in the caller's isolation.
         public mutating func next() async -> SettingsUpdate? {
+            while let update = await take() {
+                if skipsSnapshots && update.kind == .snapshot { continue }
+                return update
+            }
+            return nil
+        }
+
+        private mutating func take() async -> SettingsUpdate? {
             switch base {
             case .stream(var iterator):
                 defer { base = .stream(iterator) }

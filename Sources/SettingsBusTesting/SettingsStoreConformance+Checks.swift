@@ -165,6 +165,27 @@ extension SettingsStoreConformance {
             try expectEqual(reset.kind, .reset, "the kind of a reset")
             try expectEqual(reset.value, false, "a reset reads the default")
         },
+        Check(name: "changesKeepTheNewest128ForAConsumerThatFallsBehind") { store, dir in
+            let key = SettingKey(try dir.key(named: "counter"), default: 0)
+            try await store.set(key, to: 0)
+            let changes = store.changes(for: key)
+            defer { changes.stop() }
+            // The stream is live once a stream of the same key has its first value (they share the watch).
+            let values = Collector(store.values(for: key))
+            defer { values.stop() }
+            _ = try await values.next()
+            for count in 1...200 { try await store.set(key, to: count) }
+            // Every stream of the watch is handed an update at once: when this one has the last, so has `changes`.
+            _ = try await values.next(where: { $0 == 200 })
+            // Nothing has taken from `changes` yet; only now does a consumer start.
+            let taken = Collector(changes)
+            defer { taken.stop() }
+            var received: [Int] = []
+            for _ in 0..<128 { received.append(try await taken.next().value) }
+            try expectEqual(received, Array(73...200), "the changes kept for a consumer that fell behind")
+            try await store.set(key, to: 201)
+            try expectEqual(try await taken.next().value, 201, "the change after them")
+        },
         Check(name: "changesUnderADirectoryReportEachCommitBelowIt") { store, dir in
             let a = SettingKey(try dir.key(named: "a"), default: 0)
             let b = SettingKey(try dir.subdirectory(named: "sub").key(named: "b"), default: "")
