@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-"""Usage: fanout.py BROKER SETTINGS_BENCH [SUBSCRIBERS] [ROUNDS] [KINDS]  -- the time from before a Set until
-all subscribers have printed the change, and the CPU each subscriber and the bus daemon spend per change,
-with subscriber processes of these kinds (KINDS: a comma-separated choice, all by default):
+"""Usage: fanout.py BROKER SETTINGS_BENCH [SUBSCRIBERS] [ROUNDS] [KINDS] [PAUSE_MS]  -- the time from before a
+Set until all subscribers have printed the change, and the CPU each subscriber and the bus daemon spend per
+change, with PAUSE_MS (10 by default) between changes, and subscriber processes of these kinds (KINDS: a
+comma-separated choice, all by default):
   minsub          minsub.c (C, libdbus, one thread)
   minsub hop      the same, handing each change to a second thread (a condition variable)
   connection      settings-bench --role subscriber --layer connection: a DBusConnection's signal handler
@@ -29,6 +30,7 @@ from common import Broker, compile_probe, cpu_ns, p
 broker, bench = sys.argv[1], sys.argv[2]
 count = int(sys.argv[3]) if len(sys.argv) > 3 else 50
 rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 40
+pause = float(sys.argv[6]) / 1000 if len(sys.argv) > 6 else 0.01
 build = tempfile.mkdtemp(prefix="settingsbus-fanout-")
 minsub = compile_probe("minsub.c", build, ["-lpthread"])
 
@@ -58,7 +60,7 @@ def measure(b, kind):
             b.settings.Set(key, dbus.String(f"{kind}-{r}", variant_level=1))
             last = max(int(s.stdout.readline().split()[-1]) for s in subscribers)
             times.append((last - started) / 1e6)
-            time.sleep(0.01)
+            time.sleep(pause)
         after = sum(cpu_ns(s.pid) for s in subscribers), cpu_ns(b.bus.pid)
         label = f"{kind} ({binary})" if binary else kind
         print(f"{label} × {count}: p50 {p(times, .5):.2f} ms, p90 {p(times, .9):.2f} ms; CPU per change: "
