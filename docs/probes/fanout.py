@@ -76,7 +76,7 @@ try:
     with Broker(broker) as b:
         b.settings.Set(key, dbus.String("start", variant_level=1))
         kinds = sys.argv[5].split(",") if len(sys.argv) > 5 else [
-            "minsub", "minsub hop", "connection", "stream", "store", "store executor"]
+            "minsub", "minsub hop", "connection", "stream", "store", "store executor", "changes"]
         for kind in kinds:
             measure(b, kind)
 finally:
