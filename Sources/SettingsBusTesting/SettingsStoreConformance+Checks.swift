@@ -185,6 +185,8 @@ extension SettingsStoreConformance {
             try expectEqual(received, Array(73...200), "the changes kept for a consumer that fell behind")
             try await store.set(key, to: 201)
             try expectEqual(try await taken.next().value, 201, "the change after them")
+            changes.stop()
+            try expect(await taken.ends(), "the stream went on after stop()")
         },
         Check(name: "changesUnderADirectoryReportEachCommitBelowIt") { store, dir in
             let a = SettingKey(try dir.key(named: "a"), default: 0)
