@@ -387,17 +387,21 @@ final class WatchHub: Sendable {
 
     /// Records an update in the local copy and passes it to the subscribers, unless it is not newer.
     private static func record(_ update: SettingsUpdate, serial: UInt64, in state: inout State, at location: SettingLocation) {
-        let recorded = state.withWatch(at: location) { watch -> Bool in
-            guard watch.ready, serial > watch.delivered else { return false }
-            watch.delivered = serial
-            for (key, value) in update.values { watch.values[key] = value }
-            for key in update.removed { watch.values[key] = nil }
-            if !update.values.isEmpty || !update.removed.isEmpty {
-                for subscriber in watch.subscribers.values { subscriber.yield(update) }
-            }
-            return true
-        }
+        let recorded = state.withWatch(at: location) { watch in record(update, serial: serial, in: &watch) }
         if recorded == true { pruneFloors(&state) }
+    }
+
+    /// Records an update in a watch's local copy and passes it to its subscribers, unless it is not newer;
+    /// returns whether it did (the caller then prunes the floors).
+    private static func record(_ update: SettingsUpdate, serial: UInt64, in watch: inout Watch) -> Bool {
+        guard watch.ready, serial > watch.delivered else { return false }
+        watch.delivered = serial
+        for (key, value) in update.values { watch.values[key] = value }
+        for key in update.removed { watch.values[key] = nil }
+        if !update.values.isEmpty || !update.removed.isEmpty {
+            for subscriber in watch.subscribers.values { subscriber.yield(update) }
+        }
+        return true
     }
 
     /// Applies a signal on the connection's thread, when it carries everything and nothing is ahead of it.
@@ -409,16 +413,17 @@ final class WatchHub: Sendable {
         var needsRead = false
         if case .key(let key) = location, !update.mentions(key) { needsRead = true }
         return state.withLock { state in
-            let now = state.withWatch(at: location) { watch -> Bool in
+            // One visit to the watch both decides and records.
+            let outcome = state.withWatch(at: location) { watch -> (now: Bool, recorded: Bool) in
                 guard watch.ready, !watch.reading, watch.forwarded == 0, !needsRead else {
                     watch.forwarded += 1
-                    return false
+                    return (false, false)
                 }
-                return true
+                return (true, Self.record(update, serial: serial, in: &watch))
             }
-            guard let now else { return true }
-            if now { Self.record(update, serial: serial, in: &state, at: location) }
-            return now
+            guard let outcome else { return true }
+            if outcome.recorded { Self.pruneFloors(&state) }
+            return outcome.now
         }
     }
 
