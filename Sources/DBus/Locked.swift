@@ -11,7 +11,10 @@ package final class Locked<Value>: @unchecked Sendable {
     // @unchecked Sendable: `value` is read and written only inside `withLock`, between
     // pthread_mutex_lock and pthread_mutex_unlock on `mutex`, which is allocated once and never moved.
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private var value: Value
+    // Visible to inlined code, with `lock()` and `unlock()`, so that `withLock` is inlined and specialized in
+    // other modules: a call to the generic function itself looks up the metadata of its closure's result type
+    // at run time, on every call.
+    @usableFromInline var value: Value
 
     /// Makes a lock around an initial value.
     package init(_ initial: Value) {
@@ -31,13 +34,21 @@ package final class Locked<Value>: @unchecked Sendable {
     ///
     /// - Important: `body` must not call `withLock` on the same lock (it would deadlock), and should not
     ///   block or suspend.
-    @inline(__always)
+    @inlinable @inline(__always)
     package func withLock<Result, Failure: Error>(
         _ body: (inout Value) throws(Failure) -> Result
     ) throws(Failure) -> Result {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
+        lock()
+        defer { unlock() }
         return try body(&value)
+    }
+
+    @usableFromInline func lock() {
+        pthread_mutex_lock(mutex)
+    }
+
+    @usableFromInline func unlock() {
+        pthread_mutex_unlock(mutex)
     }
 }
 

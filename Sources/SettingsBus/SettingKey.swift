@@ -138,6 +138,12 @@ public struct SettingKey<Value: SettingValue>: Sendable {
     @inlinable
     public func decode(_ value: DBusValue?) -> (value: Value, mismatch: SettingsError?) {
         if let fixed = fixedValue { return (fixed, nil) }
+        return Self.decode(value, default: defaultValue)
+    }
+
+    /// ``decode(_:)`` of a key that is not fixed, from its default alone: what a stream keeps of its key.
+    @inlinable
+    static func decode(_ value: DBusValue?, default defaultValue: Value) -> (value: Value, mismatch: SettingsError?) {
         guard let value else { return (Value.settingRepresentation.absentValue ?? defaultValue, nil) }
         do {
             return (try Value.settingRepresentation.decode(value), nil)

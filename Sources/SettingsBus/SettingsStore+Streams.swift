@@ -23,6 +23,15 @@ public struct SettingChange<Value: SettingValue>: Sendable {
     public var serial: UInt64
     /// Why the stored value could not be read as `Value` (the change then carries the key's default).
     public var problem: SettingsError?
+
+    @usableFromInline
+    init(kind: Kind, value: Value, origin: String?, serial: UInt64, problem: SettingsError?) {
+        self.kind = kind
+        self.value = value
+        self.origin = origin
+        self.serial = serial
+        self.problem = problem
+    }
 }
 
 extension SettingsStore {
@@ -106,13 +115,14 @@ public struct SettingValues<Value: SettingValue>: AsyncSequence, Sendable {
     public typealias Failure = Never
 
     private let updates: SettingsUpdates?
-    private let key: SettingKey<Value>?
+    /// The key's path and default (a stream keeps no more of its key, which is not fixed); nil with `fixed`.
+    private let key: (path: SettingPath, defaultValue: Value)?
     private let fixed: Value?
 
-    /// The values of a key, decoded from its updates.
+    /// The values of a key that is not fixed, decoded from its updates.
     init(updates: SettingsUpdates, key: SettingKey<Value>) {
         self.updates = updates
-        self.key = key
+        self.key = (key.path, key.defaultValue)
         self.fixed = nil
     }
 
@@ -124,20 +134,37 @@ public struct SettingValues<Value: SettingValue>: AsyncSequence, Sendable {
     }
 
     /// Yields the value of each update that reports the key, decoded when it is taken.
+    ///
+    /// Inlinable, so that it is specialized for `Value` in the consumer's module: generic code would look up
+    /// the metadata of its types at run time for every value.
     public struct Iterator: AsyncIteratorProtocol {
-        var updates: SettingsUpdates.Iterator?
-        let key: SettingKey<Value>?
-        var fixed: Value?
+        @usableFromInline var updates: SettingsUpdates.Iterator?
+        @usableFromInline let path: SettingPath?
+        @usableFromInline let defaultValue: Value?
+        @usableFromInline var fixed: Value?
 
+        @usableFromInline
+        init(updates: SettingsUpdates.Iterator?, path: SettingPath?, defaultValue: Value?, fixed: Value?) {
+            self.updates = updates
+            self.path = path
+            self.defaultValue = defaultValue
+            self.fixed = fixed
+        }
+
+        @inlinable
         public mutating func next() async -> Value? {
             if let value = fixed {
                 fixed = nil
                 return value
             }
-            guard let key else { return nil }
+            guard let path, let defaultValue else { return nil }
             while let update = await updates?.next() {
-                if update.kind == .snapshot || update.mentions(key.path) {
-                    return key.decode(update.values[key.path]).value
+                // One lookup for the common case, a new value of the key.
+                if let stored = update.values[path] {
+                    return SettingKey.decode(stored, default: defaultValue).value
+                }
+                if update.kind == .snapshot || update.removed.contains(path) {
+                    return SettingKey.decode(nil, default: defaultValue).value
                 }
             }
             return nil
@@ -146,7 +173,7 @@ public struct SettingValues<Value: SettingValue>: AsyncSequence, Sendable {
 
     /// Makes the iterator.
     public func makeAsyncIterator() -> Iterator {
-        Iterator(updates: updates?.makeAsyncIterator(), key: key, fixed: fixed)
+        Iterator(updates: updates?.makeAsyncIterator(), path: key?.path, defaultValue: key?.defaultValue, fixed: fixed)
     }
 
     /// Ends the stream and its subscription; an iterator then returns nil.
@@ -171,14 +198,24 @@ public struct SettingChanges<Value: SettingValue>: AsyncSequence, Sendable {
 
     /// Yields each update that reports the key (the snapshot taken when watching began is passed over),
     /// decoded when it is taken.
+    ///
+    /// Inlinable, so that it is specialized for `Value` in the consumer's module (see ``SettingValues/Iterator``).
     public struct Iterator: AsyncIteratorProtocol {
-        var updates: SettingsUpdates.Iterator
-        let key: SettingKey<Value>
+        @usableFromInline var updates: SettingsUpdates.Iterator
+        @usableFromInline let key: SettingKey<Value>
 
+        @usableFromInline
+        init(updates: SettingsUpdates.Iterator, key: SettingKey<Value>) {
+            self.updates = updates
+            self.key = key
+        }
+
+        @inlinable
         public mutating func next() async -> SettingChange<Value>? {
             while let update = await updates.next() {
-                guard update.kind != .snapshot, update.mentions(key.path) else { continue }
+                guard update.kind != .snapshot else { continue }
                 let stored = update.values[key.path]
+                guard stored != nil || update.removed.contains(key.path) else { continue }
                 let (value, problem) = key.decode(stored)
                 return SettingChange(
                     kind: stored == nil ? .reset : .set, value: value, origin: update.origin, serial: update.serial,

@@ -410,8 +410,9 @@ final class WatchHub: Sendable {
     ///   again, signals handed to the task are still waiting, or the key must be read (see ``apply(_:to:)``).
     private func applyNow(_ message: DBusMessage, to location: SettingLocation) -> Bool {
         guard let (update, _, serial) = Self.update(from: message, for: location) else { return true }
+        // A key's update holds nothing but that key: an empty one does not carry it.
         var needsRead = false
-        if case .key(let key) = location, !update.mentions(key) { needsRead = true }
+        if case .key = location, update.values.isEmpty, update.removed.isEmpty { needsRead = true }
         return state.withLock { state in
             // One visit to the watch both decides and records.
             let outcome = state.withWatch(at: location) { watch -> (now: Bool, recorded: Bool) in

@@ -62,7 +62,11 @@ extension ConnectionLoop {
     }
 
     func nearestCallDeadline() -> Int64? {
-        pendingCalls.values.lazy.map(\.deadline).min()
+        var nearest: Int64?
+        for pending in pendingCalls.values where nearest.map({ pending.deadline < $0 }) ?? true {
+            nearest = pending.deadline
+        }
+        return nearest
     }
 
     func expireCalls(now: Int64) {

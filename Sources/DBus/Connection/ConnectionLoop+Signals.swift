@@ -9,21 +9,36 @@ struct SignalSink: Sendable {
 }
 
 /// One match rule and the subscriptions that share it, on the loop thread.
-struct RuleState {
+///
+/// A class, so that routing a signal visits each rule without copying it out of ``ConnectionLoop/rules``.
+final class RuleState {
     let rule: MatchRule
+    /// The well-known name whose owner the rule's sender is checked against (``MatchRule/trackedSenderName``).
+    let trackedName: String?
+    /// That name's track, once the rule follows it (it holds a count on it, so it stays while the rule does).
+    var track: NameTrack?
     var subscribers: [UInt64: SignalSink] = [:]
     /// Whether the bus has confirmed the rule (AddMatch replied).
     var ready = false
     /// Subscribers waiting for the rule to become active.
     var waiters: [(Result<Void, DBusError>) -> Void] = []
+
+    init(rule: MatchRule) {
+        self.rule = rule
+        trackedName = rule.trackedSenderName
+    }
 }
 
 /// The owner of a well-known name that sender-restricted rules refer to, kept current from `NameOwnerChanged`.
-struct NameTrack {
+final class NameTrack {
     var count = 1
     var owner: String?
     var known = false
-    var waiters: [(Result<Void, DBusError>) -> Void] = []
+    var waiters: [(Result<Void, DBusError>) -> Void]
+
+    init(waiters: [(Result<Void, DBusError>) -> Void]) {
+        self.waiters = waiters
+    }
 }
 
 extension ConnectionLoop {
@@ -39,48 +54,56 @@ extension ConnectionLoop {
             return
         }
         let key = rule.text
-        if var state = rules[key] {
+        if let state = rules[key] {
             state.subscribers[id] = sink
             if state.ready { done(.success(())) } else { state.waiters.append(done) }
-            rules[key] = state
             return
         }
-        var state = RuleState(rule: rule)
+        let state = RuleState(rule: rule)
         state.subscribers[id] = sink
         state.waiters.append(done)
         rules[key] = state
+        rememberHeaderStrings(of: rule)
         guard isBusConnection else {
             ruleActivated(key, .success(()), tracked: false)
             return
         }
         let activate = { [self] in
-            addMatch(key) { [self] result in ruleActivated(key, result, tracked: rule.trackedSenderName != nil) }
+            addMatch(key) { [self] result in ruleActivated(key, result, tracked: state.trackedName != nil) }
         }
-        if let name = rule.trackedSenderName {
+        if let name = state.trackedName {
             trackName(name) { [self] result in
                 switch result {
                 case .success: activate()
                 case .failure(let error): ruleActivated(key, .failure(error), tracked: false)
                 }
             }
+            state.track = trackedNames[name]
         } else {
             activate()
         }
     }
 
+    /// Lets received messages share the strings of a rule's header fields, which makes comparing them cheap.
+    private func rememberHeaderStrings(of rule: MatchRule) {
+        if let sender = rule.sender { headerStrings.remember(sender.rawValue) }
+        if let interface = rule.interface { headerStrings.remember(interface.rawValue) }
+        if let member = rule.member { headerStrings.remember(member.rawValue) }
+        if let path = rule.path { headerStrings.remember(path.rawValue) }
+    }
+
     private func ruleActivated(_ key: String, _ result: Result<Void, DBusError>, tracked: Bool) {
-        guard var state = rules[key] else { return }
+        guard let state = rules[key] else { return }
         let waiters = state.waiters
         state.waiters = []
         switch result {
         case .success:
             state.ready = true
-            rules[key] = state
             if state.subscribers.isEmpty { dropRule(key) }
             for waiter in waiters { waiter(.success(())) }
         case .failure(let error):
             rules[key] = nil
-            if tracked, let name = state.rule.trackedSenderName { untrackName(name) }
+            if tracked, let name = state.trackedName { untrackName(name) }
             for waiter in waiters { waiter(.failure(error)) }
             for sink in state.subscribers.values { sink.finish() }
         }
@@ -88,8 +111,7 @@ extension ConnectionLoop {
 
     /// Removes a stream; the last one to leave an active rule removes the rule from the bus.
     func unsubscribe(_ key: String, id: UInt64) {
-        guard var state = rules[key], state.subscribers.removeValue(forKey: id) != nil else { return }
-        rules[key] = state
+        guard let state = rules[key], state.subscribers.removeValue(forKey: id) != nil else { return }
         if state.subscribers.isEmpty && state.ready { dropRule(key) }
     }
 
@@ -97,7 +119,7 @@ extension ConnectionLoop {
         guard let state = rules.removeValue(forKey: key) else { return }
         guard isBusConnection else { return }
         removeMatch(key)
-        if let name = state.rule.trackedSenderName { untrackName(name) }
+        if let name = state.trackedName { untrackName(name) }
     }
 
     private func addMatch(_ rule: String, completion: @escaping (Result<Void, DBusError>) -> Void) {
@@ -134,21 +156,23 @@ extension ConnectionLoop {
         if message.sender?.rawValue == "org.freedesktop.DBus", message.member?.rawValue == "NameOwnerChanged",
             message.interface?.rawValue == "org.freedesktop.DBus", message.body.count == 3,
             case .string(let name) = message.body[0], case .string(let newOwner) = message.body[2],
-            trackedNames[name] != nil
+            let track = trackedNames[name]
         {
-            trackedNames[name]!.owner = newOwner.isEmpty ? nil : newOwner
-            trackedNames[name]!.known = true
+            track.owner = newOwner.isEmpty ? nil : newOwner
+            track.known = true
         }
-        for state in rules.values where state.rule.matchesIgnoringSender(message) && senderMatches(state.rule, message) {
+        for state in rules.values where state.rule.matchesIgnoringSender(message) && senderMatches(state, message) {
             for sink in state.subscribers.values { sink.deliver(message) }
         }
     }
 
-    private func senderMatches(_ rule: MatchRule, _ message: DBusMessage) -> Bool {
-        guard let sender = rule.sender else { return true }
+    private func senderMatches(_ state: RuleState, _ message: DBusMessage) -> Bool {
+        guard let sender = state.rule.sender else { return true }
         guard let actual = message.sender?.rawValue else { return false }
-        if let tracked = rule.trackedSenderName {
-            guard let track = trackedNames[tracked], track.known, let owner = track.owner else { return false }
+        if let tracked = state.trackedName {
+            guard let track = state.track ?? trackedNames[tracked], track.known, let owner = track.owner else {
+                return false
+            }
             return owner == actual
         }
         return sender.rawValue == actual
@@ -165,10 +189,9 @@ extension ConnectionLoop {
 
     /// Starts following the owner of a well-known name; `done` runs once the current owner is known.
     private func trackName(_ name: String, done: @escaping (Result<Void, DBusError>) -> Void) {
-        if var track = trackedNames[name] {
+        if let track = trackedNames[name] {
             track.count += 1
             if track.known { done(.success(())) } else { track.waiters.append(done) }
-            trackedNames[name] = track
             return
         }
         trackedNames[name] = NameTrack(waiters: [done])
@@ -179,7 +202,7 @@ extension ConnectionLoop {
                 return
             }
             callBus("GetNameOwner", [.string(name)]) { [self] reply in
-                guard var track = trackedNames[name] else { return }
+                guard let track = trackedNames[name] else { return }
                 if !track.known, case .success(let message) = reply, case .string(let owner)? = message.body.first {
                     track.owner = owner
                 }
@@ -188,19 +211,15 @@ extension ConnectionLoop {
                 track.known = true
                 let waiters = track.waiters
                 track.waiters = []
-                trackedNames[name] = track
                 for waiter in waiters { waiter(.success(())) }
             }
         }
     }
 
     private func untrackName(_ name: String) {
-        guard var track = trackedNames[name] else { return }
+        guard let track = trackedNames[name] else { return }
         track.count -= 1
-        if track.count > 0 {
-            trackedNames[name] = track
-            return
-        }
+        if track.count > 0 { return }
         trackedNames[name] = nil
         removeMatch(nameOwnerRule(name))
     }

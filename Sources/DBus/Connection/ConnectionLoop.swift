@@ -47,15 +47,20 @@ final class ConnectionLoop: @unchecked Sendable {
     private var dispatchedWork: [() -> Void] = []
     /// Whether that work is running now.
     private var runningDispatchedWork = false
-    /// What `pollOnce` polls: the eventfd, then the enabled watches.
+    /// What `pollOnce` polls: the eventfd, then the enabled watches; made again only when a watch is added,
+    /// removed, enabled or disabled (``pollSetChanged``).
     private var fds: [pollfd] = []
     private var polled: [(key: UnsafeMutableRawPointer, watch: OpaquePointer)] = []
+    /// Whether the watches changed since `fds` was made.
+    private var pollSetChanged = true
     private var watches: [UnsafeMutableRawPointer: OpaquePointer] = [:]
     private var timeouts: [UnsafeMutableRawPointer: (timeout: OpaquePointer, start: Int64)] = [:]
     var pendingCalls: [UInt32: PendingCall] = [:]
     var rules: [String: RuleState] = [:]
     var trackedNames: [String: NameTrack] = [:]
     var objects: [ObjectPath: ExportedObject] = [:]
+    /// Header strings that received messages share (``HeaderStrings``).
+    let headerStrings = HeaderStrings()
     /// The connection that owns this loop, for method-call contexts; weak to avoid a cycle.
     weak var owner: DBusConnection?
 
@@ -247,6 +252,7 @@ final class ConnectionLoop: @unchecked Sendable {
         dbus_connection_unref(pointer)
         watches.removeAll()
         timeouts.removeAll()
+        pollSetChanged = true
     }
 
     // MARK: - Polling
@@ -257,7 +263,34 @@ final class ConnectionLoop: @unchecked Sendable {
     }
 
     private func pollOnce(waiting: Bool) {
-        // The two lists keep their storage from one poll to the next: no allocation per message.
+        if pollSetChanged {
+            makePollSet()
+        } else {
+            for index in fds.indices { fds[index].revents = 0 }
+        }
+        let timeout = waiting ? pollTimeout() : 0
+        let count = poll(&fds, nfds_t(fds.count), timeout)
+        guard count > 0 else { return }
+        if fds[0].revents != 0 {
+            var value: UInt64 = 0
+            _ = withUnsafeMutableBytes(of: &value) { read(wakeFD, $0.baseAddress, 8) }
+        }
+        for (index, entry) in polled.enumerated() {
+            let revents = fds[index + 1].revents
+            guard revents != 0, connection != nil else { continue }
+            // Handling one watch may remove another, which libdbus then frees: only a watch still there is handled.
+            guard !pollSetChanged || watches[entry.key] == entry.watch else { continue }
+            var flags: UInt32 = 0
+            if revents & Int16(POLLIN) != 0 { flags |= DBUS_WATCH_READABLE.rawValue }
+            if revents & Int16(POLLOUT) != 0 { flags |= DBUS_WATCH_WRITABLE.rawValue }
+            if revents & Int16(POLLERR) != 0 { flags |= DBUS_WATCH_ERROR.rawValue }
+            if revents & Int16(POLLHUP) != 0 { flags |= DBUS_WATCH_HANGUP.rawValue }
+            _ = dbus_watch_handle(entry.watch, flags)
+        }
+    }
+
+    /// Makes the list `pollOnce` polls: the eventfd, then the enabled watches. The lists keep their storage.
+    private func makePollSet() {
         fds.removeAll(keepingCapacity: true)
         polled.removeAll(keepingCapacity: true)
         fds.append(pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0))
@@ -269,27 +302,12 @@ final class ConnectionLoop: @unchecked Sendable {
             fds.append(pollfd(fd: dbus_watch_get_unix_fd(watch), events: events, revents: 0))
             polled.append((key, watch))
         }
-        let timeout = waiting ? pollTimeout() : 0
-        let count = poll(&fds, nfds_t(fds.count), timeout)
-        guard count > 0 else { return }
-        if fds[0].revents != 0 {
-            var value: UInt64 = 0
-            _ = withUnsafeMutableBytes(of: &value) { read(wakeFD, $0.baseAddress, 8) }
-        }
-        for (index, entry) in polled.enumerated() {
-            let revents = fds[index + 1].revents
-            guard revents != 0, connection != nil, watches[entry.key] == entry.watch else { continue }
-            var flags: UInt32 = 0
-            if revents & Int16(POLLIN) != 0 { flags |= DBUS_WATCH_READABLE.rawValue }
-            if revents & Int16(POLLOUT) != 0 { flags |= DBUS_WATCH_WRITABLE.rawValue }
-            if revents & Int16(POLLERR) != 0 { flags |= DBUS_WATCH_ERROR.rawValue }
-            if revents & Int16(POLLHUP) != 0 { flags |= DBUS_WATCH_HANGUP.rawValue }
-            _ = dbus_watch_handle(entry.watch, flags)
-        }
+        pollSetChanged = false
     }
 
     /// Milliseconds until the nearest libdbus timeout or call deadline; -1 for none.
     private func pollTimeout() -> Int32 {
+        guard !timeouts.isEmpty || !pendingCalls.isEmpty else { return -1 }
         let now = monotonicMillis()
         var nearest = Int64.max
         for entry in timeouts.values where dbus_timeout_get_enabled(entry.timeout) != 0 {
@@ -329,13 +347,18 @@ final class ConnectionLoop: @unchecked Sendable {
                 { watch, data in
                     let loop = Unmanaged<ConnectionLoop>.fromOpaque(data!).takeUnretainedValue()
                     loop.watches[UnsafeMutableRawPointer(watch!)] = watch!
+                    loop.pollSetChanged = true
                     return 1
                 },
                 { watch, data in
                     let loop = Unmanaged<ConnectionLoop>.fromOpaque(data!).takeUnretainedValue()
                     loop.watches[UnsafeMutableRawPointer(watch!)] = nil
+                    loop.pollSetChanged = true
                 },
-                { _, _ in },
+                { _, data in
+                    // Enabled or disabled: the list of what to poll changes.
+                    Unmanaged<ConnectionLoop>.fromOpaque(data!).takeUnretainedValue().pollSetChanged = true
+                },
                 context, nil) != 0,
             dbus_connection_set_timeout_functions(
                 pointer,
@@ -378,7 +401,7 @@ final class ConnectionLoop: @unchecked Sendable {
         }
         let message: DBusMessage
         do {
-            message = try MessageCoding.decode(pointer)
+            message = try MessageCoding.decode(pointer, strings: headerStrings)
         } catch {
             rejectUndecodable(pointer, error)
             return

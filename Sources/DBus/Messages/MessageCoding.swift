@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 internal import CDBus
+internal import Glibc
 
 /// Converts between ``DBusMessage`` and libdbus messages.
 ///
@@ -142,7 +143,8 @@ enum MessageCoding {
     ///
     /// - Throws: ``DBusError`` named `InvalidArgs` when the message carries a type SettingsBus cannot hold, or is
     ///   of a message type the specification does not define.
-    static func decode(_ pointer: OpaquePointer) throws(DBusError) -> DBusMessage {
+    /// - Parameter strings: header strings to reuse (a connection's own); without them, each is made anew.
+    static func decode(_ pointer: OpaquePointer, strings: HeaderStrings? = nil) throws(DBusError) -> DBusMessage {
         let kind: DBusMessage.Kind
         switch dbus_message_get_type(pointer) {
         case DBUS_MESSAGE_TYPE_METHOD_CALL: kind = .methodCall
@@ -158,27 +160,30 @@ enum MessageCoding {
         let replySerial = dbus_message_get_reply_serial(pointer)
         message.replySerial = replySerial == 0 ? nil : replySerial
         // libdbus validated every header field on receipt, so these wrap without checking again.
-        if let path = dbus_message_get_path(pointer) { message.path = ObjectPath(trusted: String(cString: path)) }
+        func string(_ text: UnsafePointer<CChar>) -> String { strings?.string(text) ?? String(cString: text) }
+        if let path = dbus_message_get_path(pointer) { message.path = ObjectPath(trusted: string(path)) }
         if let interface = dbus_message_get_interface(pointer) {
-            message.interface = InterfaceName(trusted: String(cString: interface))
+            message.interface = InterfaceName(trusted: string(interface))
         }
         if let member = dbus_message_get_member(pointer) {
-            message.member = MemberName(trusted: String(cString: member))
+            message.member = MemberName(trusted: string(member))
         }
         if let errorName = dbus_message_get_error_name(pointer) {
-            message.errorName = DBusError.Name(rawValue: String(cString: errorName))
+            message.errorName = DBusError.Name(rawValue: string(errorName))
         }
         if let destination = dbus_message_get_destination(pointer) {
-            message.destination = BusName(trusted: String(cString: destination))
+            message.destination = BusName(trusted: string(destination))
         }
         if let sender = dbus_message_get_sender(pointer) {
-            message.sender = BusName(trusted: String(cString: sender))
+            message.sender = BusName(trusted: string(sender))
         }
         message.noReplyExpected = dbus_message_get_no_reply(pointer) != 0
         message.autoStart = dbus_message_get_auto_start(pointer) != 0
         var iter = DBusMessageIter()
         if dbus_message_iter_init(pointer, &iter) != 0 {
             var body: [DBusValue] = []
+            // The signature has at least one character per argument: one allocation for the arguments.
+            if let signature = dbus_message_get_signature(pointer) { body.reserveCapacity(strlen(signature)) }
             repeat {
                 body.append(try read(&iter))
             } while dbus_message_iter_next(&iter) != 0
