@@ -13,6 +13,17 @@ enum DBusValueCheck {
     static func run(_ bytes: [UInt8]) throws(FuzzFailure) -> FuzzOutcome {
         guard let message = try? DBusMessage(marshalled: bytes) else { return .refused }
 
+        // A connection reads the arguments of what it receives from the message's bytes: the same values.
+        let fromWire: DBusMessage
+        do {
+            fromWire = try DBusMessage(marshalled: bytes, readingArgumentsFromWire: true)
+        } catch {
+            throw FuzzFailure("a message libdbus reads is refused when its arguments are read from its bytes: \(error)")
+        }
+        try require(
+            fromWire.body.count == message.body.count && zip(fromWire.body, message.body).allSatisfy(identical),
+            "the arguments of \(message) read from its bytes are \(fromWire.body)")
+
         // What libdbus accepted marshals again and reads back as the same message.
         let again: DBusMessage
         do {

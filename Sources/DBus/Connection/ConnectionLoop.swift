@@ -61,6 +61,8 @@ final class ConnectionLoop: @unchecked Sendable {
     var objects: [ObjectPath: ExportedObject] = [:]
     /// Header strings that received messages share (``HeaderStrings``).
     let headerStrings = HeaderStrings()
+    /// The types of the body signatures received messages had, and of the variants in them.
+    let signatureTypes = CStringCache<[DBusType]>()
     /// The connection that owns this loop, for method-call contexts; weak to avoid a cycle.
     weak var owner: DBusConnection?
 
@@ -401,7 +403,7 @@ final class ConnectionLoop: @unchecked Sendable {
         }
         let message: DBusMessage
         do {
-            message = try MessageCoding.decode(pointer, strings: headerStrings)
+            message = try MessageCoding.decode(pointer, strings: headerStrings, signatures: signatureTypes)
         } catch {
             rejectUndecodable(pointer, error)
             return

@@ -32,6 +32,15 @@ extension DBusMessage {
     /// - Throws: ``DBusError`` named `InvalidArgs` when the bytes are not one valid message, or the message
     ///   carries a type SettingsBus does not hold (unix file descriptors).
     public init(marshalled bytes: [UInt8]) throws(DBusError) {
+        try self.init(marshalled: bytes, readingArgumentsFromWire: false)
+    }
+
+    /// ``init(marshalled:)``, or, `readingArgumentsFromWire`, with the arguments read from the message's bytes
+    /// alone (``WireBody``, which a connection tries first on what it receives). The two readers must agree:
+    /// the tests and the dbus-value fuzz check compare them with this.
+    ///
+    /// - Throws: as ``init(marshalled:)``; `Failed` when the wire reader cannot read arguments the iterator reads.
+    package init(marshalled bytes: [UInt8], readingArgumentsFromWire: Bool) throws(DBusError) {
         // libdbus reads the length fields of the fixed 16-byte header before it validates anything.
         guard bytes.count >= 16, bytes.count <= Int(Int32.max) else {
             throw DBusError(.invalidArgs, "\(bytes.count) bytes are not a D-Bus message (a header alone is 16)")
@@ -60,5 +69,11 @@ extension DBusMessage {
         }
         defer { dbus_message_unref(pointer) }
         self = try MessageCoding.decode(pointer)
+        if readingArgumentsFromWire && !body.isEmpty {
+            guard let fromWire = MessageCoding.wireBody(pointer, signatures: CStringCache<[DBusType]>()) else {
+                throw DBusError(.failed, "the arguments of \(signature) were not read from the message's bytes")
+            }
+            body = fromWire
+        }
     }
 }

@@ -143,8 +143,13 @@ enum MessageCoding {
     ///
     /// - Throws: ``DBusError`` named `InvalidArgs` when the message carries a type SettingsBus cannot hold, or is
     ///   of a message type the specification does not define.
-    /// - Parameter strings: header strings to reuse (a connection's own); without them, each is made anew.
-    static func decode(_ pointer: OpaquePointer, strings: HeaderStrings? = nil) throws(DBusError) -> DBusMessage {
+    /// - Parameters:
+    ///   - strings: header strings to reuse (a connection's own); without them, each is made anew.
+    ///   - signatures: the types of signatures seen before (a connection's own); with them, the arguments are
+    ///     read from the message's bytes (``WireBody``), and through libdbus's iterator only if that fails.
+    static func decode(
+        _ pointer: OpaquePointer, strings: HeaderStrings? = nil, signatures: CStringCache<[DBusType]>? = nil
+    ) throws(DBusError) -> DBusMessage {
         let kind: DBusMessage.Kind
         switch dbus_message_get_type(pointer) {
         case DBUS_MESSAGE_TYPE_METHOD_CALL: kind = .methodCall
@@ -179,6 +184,26 @@ enum MessageCoding {
         }
         message.noReplyExpected = dbus_message_get_no_reply(pointer) != 0
         message.autoStart = dbus_message_get_auto_start(pointer) != 0
+        if let signatures, let body = wireBody(pointer, signatures: signatures) {
+            message.body = body
+            return message
+        }
+        message.body = try iteratorBody(pointer)
+        return message
+    }
+
+    /// The arguments read from the message's bytes; nil when the wire reader gives up (or there are none).
+    static func wireBody(_ pointer: OpaquePointer, signatures: CStringCache<[DBusType]>) -> [DBusValue]? {
+        guard let signature = dbus_message_get_signature(pointer), signature[0] != 0,
+            let types = try? signatures.value(for: signature, orMake: { text throws(DBusError) in
+                try Signature(String(cString: text)).types
+            })
+        else { return nil }
+        return try? WireBody.read(pointer, types: types, signatures: signatures)
+    }
+
+    /// The arguments read through libdbus's message iterator.
+    static func iteratorBody(_ pointer: OpaquePointer) throws(DBusError) -> [DBusValue] {
         var iter = DBusMessageIter()
         if dbus_message_iter_init(pointer, &iter) != 0 {
             var body: [DBusValue] = []
@@ -187,9 +212,9 @@ enum MessageCoding {
             repeat {
                 body.append(try read(&iter))
             } while dbus_message_iter_next(&iter) != 0
-            message.body = body
+            return body
         }
-        return message
+        return []
     }
 
     private static func basic(_ iter: inout DBusMessageIter) -> DBusBasicValue {
