@@ -13,16 +13,19 @@ enum DBusValueCheck {
     static func run(_ bytes: [UInt8]) throws(FuzzFailure) -> FuzzOutcome {
         guard let message = try? DBusMessage(marshalled: bytes) else { return .refused }
 
-        // A connection reads the arguments of what it receives from the message's bytes: the same values.
+        // A connection reads what it receives from the message's bytes: the same message.
         let fromWire: DBusMessage
         do {
-            fromWire = try DBusMessage(marshalled: bytes, readingArgumentsFromWire: true)
+            fromWire = try DBusMessage(marshalled: bytes, readingFromWire: true)
         } catch {
-            throw FuzzFailure("a message libdbus reads is refused when its arguments are read from its bytes: \(error)")
+            throw FuzzFailure("a message libdbus reads is refused when read from its bytes: \(error)")
         }
+        var header = fromWire
+        header.body = message.body
         try require(
-            fromWire.body.count == message.body.count && zip(fromWire.body, message.body).allSatisfy(identical),
-            "the arguments of \(message) read from its bytes are \(fromWire.body)")
+            header == message && fromWire.body.count == message.body.count
+                && zip(fromWire.body, message.body).allSatisfy(identical),
+            "\(message) read from its bytes is \(fromWire)")
 
         // What libdbus accepted marshals again and reads back as the same message.
         let again: DBusMessage

@@ -18,8 +18,8 @@ public enum FuzzCheck: String, CaseIterable, Sendable {
     case gvariantText = "gvariant-text"
     /// A D-Bus message in the wire format (`DBusMessage(marshalled:)`), then each argument as the broker
     /// stores it: checked with `validateForStorage`, written as GVariant text, read back the same; the size
-    /// bound the broker relies on holds; the message marshals and reads back the same; its arguments read
-    /// from its bytes, as a connection reads what it receives, are the ones libdbus's iterator reads.
+    /// bound the broker relies on holds; the message marshals and reads back the same; read from its bytes,
+    /// as a connection reads what it receives, it is the message libdbus's accessors and iterator read.
     case dbusValue = "dbus-value"
 
     /// Runs the check on one input.

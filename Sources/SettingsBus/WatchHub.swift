@@ -53,8 +53,16 @@ final class WatchHub: Sendable {
         /// current; nil when there is no watch there.
         mutating func withWatch<Result>(at location: SettingLocation, _ body: (inout Watch) -> Result) -> Result? {
             guard let position = watches.index(forKey: location) else { return nil }
-            let result = body(&watches.values[position])
-            index(watches.values[position], at: location)
+            // The index entry is read in the same access: passing the watch on would copy it (and retain each
+            // of its fields).
+            var entry: (value: DBusValue?, serial: UInt64)?
+            func change(_ watch: inout Watch) -> Result {
+                let result = body(&watch)
+                if case .key(let key) = location, watch.ready { entry = (watch.values[key], watch.delivered) }
+                return result
+            }
+            let result = change(&watches.values[position])
+            if case .key(let key) = location { keyIndex[key] = entry }
             return result
         }
 

@@ -26,6 +26,9 @@
 public struct SettingPath: Sendable, Hashable {
     /// The key text, such as `/org/example/editor/theme`.
     public let rawValue: String
+    /// The text's hash value, taken once: a key is hashed again and again (each dictionary that holds it,
+    /// each lookup), and hashing its text costs as much as the rest of a lookup.
+    private let textHash: Int
 
     /// The longest key, in UTF-8 bytes.
     public static let maximumLength = 1024
@@ -41,11 +44,21 @@ public struct SettingPath: Sendable, Hashable {
             throw SettingPathGrammar.error(for: text, as: .key, problem: problem)
         }
         rawValue = text
+        textHash = text.hashValue
     }
 
     /// Wraps text already known to be a valid key.
     init(unchecked text: String) {
         rawValue = text
+        textHash = text.hashValue
+    }
+
+    public static func == (lhs: Self, rhs: Self) -> Bool {
+        lhs.textHash == rhs.textHash && lhs.rawValue == rhs.rawValue
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(textHash)
     }
 
     /// Returns whether text is a valid key, without saying why not.

@@ -13,6 +13,9 @@ struct SignalSink: Sendable {
 /// A class, so that routing a signal visits each rule without copying it out of ``ConnectionLoop/rules``.
 final class RuleState {
     let rule: MatchRule
+    /// The rule's sender and member, kept apart so that checking them does not copy the rule.
+    let sender: BusName?
+    let member: MemberName?
     /// The well-known name whose owner the rule's sender is checked against (``MatchRule/trackedSenderName``).
     let trackedName: String?
     /// That name's track, once the rule follows it (it holds a count on it, so it stays while the rule does).
@@ -25,6 +28,8 @@ final class RuleState {
 
     init(rule: MatchRule) {
         self.rule = rule
+        sender = rule.sender
+        member = rule.member
         trackedName = rule.trackedSenderName
     }
 }
@@ -161,13 +166,16 @@ extension ConnectionLoop {
             track.owner = newOwner.isEmpty ? nil : newOwner
             track.known = true
         }
-        for state in rules.values where state.rule.matchesIgnoringSender(message) && senderMatches(state, message) {
+        for state in rules.values {
+            // The member first: most rules a signal does not match differ in it, and are passed over quickly.
+            if let member = state.member, message.member != member { continue }
+            guard state.rule.matchesIgnoringSender(message) && senderMatches(state, message) else { continue }
             for sink in state.subscribers.values { sink.deliver(message) }
         }
     }
 
     private func senderMatches(_ state: RuleState, _ message: DBusMessage) -> Bool {
-        guard let sender = state.rule.sender else { return true }
+        guard let sender = state.sender else { return true }
         guard let actual = message.sender?.rawValue else { return false }
         if let tracked = state.trackedName {
             guard let track = state.track ?? trackedNames[tracked], track.known, let owner = track.owner else {

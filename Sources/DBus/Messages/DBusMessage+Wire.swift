@@ -32,15 +32,15 @@ extension DBusMessage {
     /// - Throws: ``DBusError`` named `InvalidArgs` when the bytes are not one valid message, or the message
     ///   carries a type SettingsBus does not hold (unix file descriptors).
     public init(marshalled bytes: [UInt8]) throws(DBusError) {
-        try self.init(marshalled: bytes, readingArgumentsFromWire: false)
+        try self.init(marshalled: bytes, readingFromWire: false)
     }
 
-    /// ``init(marshalled:)``, or, `readingArgumentsFromWire`, with the arguments read from the message's bytes
-    /// alone (``WireBody``, which a connection tries first on what it receives). The two readers must agree:
-    /// the tests and the dbus-value fuzz check compare them with this.
+    /// ``init(marshalled:)``, or, `readingFromWire`, with the message read from its bytes alone
+    /// (``WireMessage``, which a connection tries first on what it receives) instead of through libdbus's
+    /// accessors and iterator. The two readers must agree: the tests and the dbus-value fuzz check compare them.
     ///
-    /// - Throws: as ``init(marshalled:)``; `Failed` when the wire reader cannot read arguments the iterator reads.
-    package init(marshalled bytes: [UInt8], readingArgumentsFromWire: Bool) throws(DBusError) {
+    /// - Throws: as ``init(marshalled:)``; `Failed` when the wire reader cannot read a message libdbus reads.
+    package init(marshalled bytes: [UInt8], readingFromWire: Bool) throws(DBusError) {
         // libdbus reads the length fields of the fixed 16-byte header before it validates anything.
         guard bytes.count >= 16, bytes.count <= Int(Int32.max) else {
             throw DBusError(.invalidArgs, "\(bytes.count) bytes are not a D-Bus message (a header alone is 16)")
@@ -69,11 +69,12 @@ extension DBusMessage {
         }
         defer { dbus_message_unref(pointer) }
         self = try MessageCoding.decode(pointer)
-        if readingArgumentsFromWire && !body.isEmpty {
-            guard let fromWire = MessageCoding.wireBody(pointer, signatures: CStringCache<[DBusType]>()) else {
-                throw DBusError(.failed, "the arguments of \(signature) were not read from the message's bytes")
+        if readingFromWire {
+            do {
+                self = try WireMessage.read(pointer, strings: HeaderStrings(), signatures: CStringCache<[DBusType]>())
+            } catch {
+                throw DBusError(.failed, "a message of signature '\(signature)' was not read from its bytes")
             }
-            body = fromWire
         }
     }
 }

@@ -145,11 +145,16 @@ enum MessageCoding {
     ///   of a message type the specification does not define.
     /// - Parameters:
     ///   - strings: header strings to reuse (a connection's own); without them, each is made anew.
-    ///   - signatures: the types of signatures seen before (a connection's own); with them, the arguments are
-    ///     read from the message's bytes (``WireBody``), and through libdbus's iterator only if that fails.
+    ///   - signatures: the types of signatures seen before (a connection's own); with them and `strings`, the
+    ///     message is read from its bytes (``WireMessage``), and through libdbus only if that reader gives up.
     static func decode(
         _ pointer: OpaquePointer, strings: HeaderStrings? = nil, signatures: CStringCache<[DBusType]>? = nil
     ) throws(DBusError) -> DBusMessage {
+        if let strings, let signatures,
+            let message = try? WireMessage.read(pointer, strings: strings, signatures: signatures)
+        {
+            return message
+        }
         let kind: DBusMessage.Kind
         switch dbus_message_get_type(pointer) {
         case DBUS_MESSAGE_TYPE_METHOD_CALL: kind = .methodCall
@@ -184,22 +189,8 @@ enum MessageCoding {
         }
         message.noReplyExpected = dbus_message_get_no_reply(pointer) != 0
         message.autoStart = dbus_message_get_auto_start(pointer) != 0
-        if let signatures, let body = wireBody(pointer, signatures: signatures) {
-            message.body = body
-            return message
-        }
         message.body = try iteratorBody(pointer)
         return message
-    }
-
-    /// The arguments read from the message's bytes; nil when the wire reader gives up (or there are none).
-    static func wireBody(_ pointer: OpaquePointer, signatures: CStringCache<[DBusType]>) -> [DBusValue]? {
-        guard let signature = dbus_message_get_signature(pointer), signature[0] != 0,
-            let types = try? signatures.value(for: signature, orMake: { text throws(DBusError) in
-                try Signature(String(cString: text)).types
-            })
-        else { return nil }
-        return try? WireBody.read(pointer, types: types, signatures: signatures)
     }
 
     /// The arguments read through libdbus's message iterator.

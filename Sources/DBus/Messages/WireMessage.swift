@@ -3,15 +3,16 @@
 internal import CDBus
 internal import Glibc
 
-/// Reads the arguments of a received message from its bytes in the D-Bus wire format, instead of through
-/// libdbus's message iterator, which re-reads the signature at every step and costs several times as much.
+/// Reads a received message from its bytes in the D-Bus wire format, instead of through libdbus's accessors
+/// and message iterator, which re-reads the signature at every step and costs several times as much.
 ///
-/// libdbus validated the message when it arrived (types, lengths, alignment, UTF-8, nesting), so this reader
-/// trusts nothing about the bytes but their validity: every read is bounds-checked and any surprise throws,
-/// after which the caller reads the message with the iterator instead (``MessageCoding/decode(_:strings:)``).
-/// Both readers give the same values: the test suite and the dbus-value fuzz check compare them.
-struct WireBody {
-    /// Why the wire reader gave up; the iterator then reads the message.
+/// libdbus validated the message when it arrived (types, lengths, alignment, UTF-8, nesting, header fields),
+/// so this reader trusts nothing about the bytes but their validity: every read is bounds-checked and any
+/// surprise throws, after which the caller reads the message through libdbus instead
+/// (``MessageCoding/decode(_:strings:signatures:)``). Both readers give the same messages: the test suite and
+/// the dbus-value fuzz check compare them.
+struct WireMessage {
+    /// Why the wire reader gave up; libdbus's accessors then read the message.
     struct Unreadable: Error {}
 
     private let base: UnsafePointer<UInt8>
@@ -20,39 +21,91 @@ struct WireBody {
     private let bigEndian: Bool
     private let signatures: CStringCache<[DBusType]>
 
-    /// Reads the body of `pointer` (whose body's signature is `signature`, its complete types `types`).
+    /// Reads the message `pointer` from its marshalled bytes, sharing header strings through `strings` and
+    /// the types of signatures through `signatures`.
     static func read(
-        _ pointer: OpaquePointer, types: [DBusType], signatures: CStringCache<[DBusType]>
-    ) throws(Unreadable) -> [DBusValue] {
+        _ pointer: OpaquePointer, strings: HeaderStrings, signatures: CStringCache<[DBusType]>
+    ) throws(Unreadable) -> DBusMessage {
         var bytes: UnsafeMutablePointer<CChar>?
         var length: Int32 = 0
         guard dbus_message_marshal(pointer, &bytes, &length) != 0, let bytes else { throw Unreadable() }
         defer { dbus_free(bytes) }
         return try bytes.withMemoryRebound(to: UInt8.self, capacity: Int(length)) { message throws(Unreadable) in
-            let count = Int(length)
-            guard count >= 16 else { throw Unreadable() }
-            let bigEndian: Bool
-            switch message[0] {
-            case UInt8(ascii: "l"): bigEndian = false
-            case UInt8(ascii: "B"): bigEndian = true
-            default: throw Unreadable()
-            }
-            // The fixed header: byte order, type, flags, version, body length, serial, header fields' length.
-            var header = WireBody(base: message, end: count, offset: 4, bigEndian: bigEndian, signatures: signatures)
-            let bodyLength = Int(try header.uint32())
-            header.offset = 12
-            let fieldsLength = Int(try header.uint32())
-            let bodyStart = (16 + fieldsLength + 7) & ~7
-            guard bodyStart <= count, count - bodyStart == bodyLength else { throw Unreadable() }
-            // Alignment counts from the start of the message; the body starts 8-aligned, as the header ends.
-            var body = WireBody(
-                base: message, end: count, offset: bodyStart, bigEndian: bigEndian, signatures: signatures)
-            var values: [DBusValue] = []
-            values.reserveCapacity(types.count)
-            for type in types { values.append(try body.value(of: type, depth: 0)) }
-            guard body.offset == count else { throw Unreadable() }
-            return values
+            try read(message, count: Int(length), strings: strings, signatures: signatures)
         }
+    }
+
+    private static func read(
+        _ message: UnsafePointer<UInt8>, count: Int, strings: HeaderStrings, signatures: CStringCache<[DBusType]>
+    ) throws(Unreadable) -> DBusMessage {
+        guard count >= 16 else { throw Unreadable() }
+        let bigEndian: Bool
+        switch message[0] {
+        case UInt8(ascii: "l"): bigEndian = false
+        case UInt8(ascii: "B"): bigEndian = true
+        default: throw Unreadable()
+        }
+        let kind: DBusMessage.Kind
+        switch message[1] {
+        case 1: kind = .methodCall
+        case 2: kind = .methodReturn
+        case 3: kind = .error
+        case 4: kind = .signal
+        default: throw Unreadable()
+        }
+        let flags = message[2]
+        var result = DBusMessage(kind: kind)
+        result.noReplyExpected = flags & 0x1 != 0
+        result.autoStart = flags & 0x2 == 0
+        // The fixed header: byte order, type, flags, version, body length, serial, then the header fields,
+        // an array of (code, variant), whose length comes first.
+        var reader = WireMessage(base: message, end: count, offset: 4, bigEndian: bigEndian, signatures: signatures)
+        let bodyLength = Int(try reader.uint32())
+        result.serial = try reader.uint32()
+        let fieldsLength = Int(try reader.uint32())
+        let fieldsEnd = 16 + fieldsLength
+        let bodyStart = (fieldsEnd + 7) & ~7
+        guard bodyStart <= count, count - bodyStart == bodyLength else { throw Unreadable() }
+        var signature: UnsafePointer<CChar>?
+        while reader.offset < fieldsEnd {
+            try reader.align(8)
+            let code = try reader.byte()
+            let type = try reader.signatureText()
+            guard type.count == 1 else { throw Unreadable() }
+            switch (code, type[0]) {
+            case (1, UInt8(ascii: "o")): result.path = ObjectPath(trusted: try reader.headerString(strings))
+            case (2, UInt8(ascii: "s")): result.interface = InterfaceName(trusted: try reader.headerString(strings))
+            case (3, UInt8(ascii: "s")): result.member = MemberName(trusted: try reader.headerString(strings))
+            case (4, UInt8(ascii: "s")): result.errorName = DBusError.Name(rawValue: try reader.headerString(strings))
+            case (5, UInt8(ascii: "u")):
+                let replySerial = try reader.uint32()
+                result.replySerial = replySerial == 0 ? nil : replySerial
+            case (6, UInt8(ascii: "s")): result.destination = BusName(trusted: try reader.headerString(strings))
+            case (7, UInt8(ascii: "s")): result.sender = BusName(trusted: try reader.headerString(strings))
+            case (8, UInt8(ascii: "g")):
+                signature = try reader.signatureText().withMemoryRebound(to: CChar.self) { $0.baseAddress }
+            default:
+                // Unix fds, or a field this reader does not know: libdbus reads the message instead.
+                throw Unreadable()
+            }
+        }
+        guard reader.offset == fieldsEnd else { throw Unreadable() }
+        // Alignment counts from the start of the message; the body starts 8-aligned, as the header ends.
+        guard let signature, signature[0] != 0 else {
+            guard bodyLength == 0 else { throw Unreadable() }
+            return result
+        }
+        let types = try signatures.value(for: signature) { text throws(Unreadable) in
+            guard let parsed = try? Signature(String(cString: text)) else { throw Unreadable() }
+            return parsed.types
+        }
+        var body = WireMessage(base: message, end: count, offset: bodyStart, bigEndian: bigEndian, signatures: signatures)
+        var values: [DBusValue] = []
+        values.reserveCapacity(types.count)
+        for type in types { values.append(try body.value(of: type, depth: 0)) }
+        guard body.offset == count else { throw Unreadable() }
+        result.body = values
+        return result
     }
 
     private init(
@@ -100,6 +153,13 @@ struct WireBody {
         return UnsafeBufferPointer(start: base + offset, count: count)
     }
 
+    /// A header field's string, shared through `strings`.
+    private mutating func headerString(_ strings: HeaderStrings) throws(Unreadable) -> String {
+        let count = Int(try uint32())
+        let text = try text(count: count)
+        return text.withMemoryRebound(to: CChar.self) { strings.string($0.baseAddress!) }
+    }
+
     private mutating func string() throws(Unreadable) -> String {
         let count = Int(try uint32())
         return String(decoding: try text(count: count), as: UTF8.self)
@@ -129,7 +189,7 @@ struct WireBody {
     private static let maximumDepth = 64
 
     private mutating func value(of type: DBusType, depth: Int) throws(Unreadable) -> DBusValue {
-        guard depth <= WireBody.maximumDepth else { throw Unreadable() }
+        guard depth <= WireMessage.maximumDepth else { throw Unreadable() }
         switch type {
         case .byte: return .byte(try byte())
         case .boolean:
