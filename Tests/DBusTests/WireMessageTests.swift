@@ -76,6 +76,17 @@ import Testing
         }
     }
 
+    /// A header field the specification does not define is ignored by both readers (found by fuzzing: the
+    /// wire reader gave up on it).
+    @Test func anUnknownHeaderFieldIsIgnored() throws {
+        var body = BigEndianWriter()
+        body.string("a")
+        let bytes = BigEndianWriter.signal(signature: "s", body: body.bytes, unknownField: true)
+        let (byIterator, fromWire) = try Self.readBothWays(bytes)
+        #expect(byIterator.body == [.string("a")])
+        #expect(fromWire == byIterator)
+    }
+
     /// A message in big-endian byte order, as a peer on such a machine sends it, written byte by byte.
     @Test func aBigEndianMessageReadsTheSameBothWays() throws {
         var body = BigEndianWriter()
@@ -154,8 +165,9 @@ struct BigEndianWriter {
     }
 
     /// A whole signal, `/a` `a.b.C` from `:1.9`, with a body of `signature` whose bytes are `body` (written from offset 0,
-    /// which the header keeps 8-aligned).
-    static func signal(signature: String, body: [UInt8]) -> [UInt8] {
+    /// which the header keeps 8-aligned); with `unknownField`, also a header field of code 64, an `as`, which
+    /// the specification says to ignore.
+    static func signal(signature: String, body: [UInt8], unknownField: Bool = false) -> [UInt8] {
         var fields = BigEndianWriter()
         func field(_ code: UInt8, _ type: String, _ write: (inout BigEndianWriter) -> Void) {
             fields.align(8)
@@ -168,6 +180,15 @@ struct BigEndianWriter {
         field(2, "s") { $0.string("a.b") }
         field(3, "s") { $0.string("C") }
         field(7, "s") { $0.string(":1.9") }
+        if unknownField {
+            field(64, "as") { writer in
+                writer.uint32(0)
+                let start = writer.bytes.count
+                writer.string("x")
+                writer.string("yz")
+                writer.patch(UInt32(writer.bytes.count - start), at: start - 4)
+            }
+        }
         field(8, "g") { $0.signature(signature) }
         var message = BigEndianWriter()
         message.bytes = [UInt8(ascii: "B"), 4, 0, 1]

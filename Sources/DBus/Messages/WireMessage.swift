@@ -71,8 +71,7 @@ struct WireMessage {
             try reader.align(8)
             let code = try reader.byte()
             let type = try reader.signatureText()
-            guard type.count == 1 else { throw Unreadable() }
-            switch (code, type[0]) {
+            switch (code, type.count == 1 ? type[0] : 0) {
             case (1, UInt8(ascii: "o")): result.path = ObjectPath(trusted: try reader.headerString(strings))
             case (2, UInt8(ascii: "s")): result.interface = InterfaceName(trusted: try reader.headerString(strings))
             case (3, UInt8(ascii: "s")): result.member = MemberName(trusted: try reader.headerString(strings))
@@ -84,9 +83,15 @@ struct WireMessage {
             case (7, UInt8(ascii: "s")): result.sender = BusName(trusted: try reader.headerString(strings))
             case (8, UInt8(ascii: "g")):
                 signature = try reader.signatureText().withMemoryRebound(to: CChar.self) { $0.baseAddress }
-            default:
-                // Unix fds, or a field this reader does not know: libdbus reads the message instead.
+            case (9, UInt8(ascii: "u")):
+                // The count of unix fds: the arguments that carry them (`h`) are not read here (see below).
+                _ = try reader.uint32()
+            case (1...9, _):
+                // A known field of another type: libdbus refuses such a message; read it through libdbus anyway.
                 throw Unreadable()
+            default:
+                // A field the specification does not define: ignored, as the specification says and libdbus does.
+                _ = try reader.value(of: try reader.singleType(type), depth: 1)
             }
         }
         guard reader.offset == fieldsEnd else { throw Unreadable() }
@@ -172,7 +177,11 @@ struct WireMessage {
 
     /// The one complete type a variant's signature names.
     private mutating func variantType() throws(Unreadable) -> DBusType {
-        let text = try signatureText()
+        try singleType(try signatureText())
+    }
+
+    /// The one complete type a signature names.
+    private func singleType(_ text: UnsafeBufferPointer<UInt8>) throws(Unreadable) -> DBusType {
         if text.count == 1, let basic = DBusType(basicCode: text[0]) { return basic }
         let types = try text.withMemoryRebound(to: CChar.self) { characters throws(Unreadable) in
             try signatures.value(for: characters.baseAddress!) { characters throws(Unreadable) in
