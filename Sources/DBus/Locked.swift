@@ -11,9 +11,8 @@ package final class Locked<Value>: @unchecked Sendable {
     // @unchecked Sendable: `value` is read and written only inside `withLock`, between
     // pthread_mutex_lock and pthread_mutex_unlock on `mutex`, which is allocated once and never moved.
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    // Visible to inlined code, with `lock()` and `unlock()`, so that `withLock` is inlined and specialized in
-    // other modules: a call to the generic function itself looks up the metadata of its closure's result type
-    // at run time, on every call.
+    // Visible to inlined code, with `lock()` and `unlock()`, so that other modules inline and specialize
+    // `withLock` instead of calling the generic function, which works through its types' metadata at run time.
     @usableFromInline var value: Value
 
     /// Makes a lock around an initial value.

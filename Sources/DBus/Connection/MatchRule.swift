@@ -88,10 +88,6 @@ public struct MatchRule: Sendable, Hashable {
 
     /// Whether a received signal satisfies the rule, apart from resolving a well-known ``sender``, which the
     /// connection checks against the name's current owner.
-    ///
-    /// Inlined where the connection routes signals, which then reads the rule's fields where they are instead of
-    /// copying the rule for the call.
-    @inline(__always)
     func matchesIgnoringSender(_ message: DBusMessage) -> Bool {
         guard message.kind == .signal else { return false }
         if let interface, message.interface != interface { return false }
