@@ -8,25 +8,36 @@ import Glibc
 /// and does not see the futex-based `Mutex` of the Swift 6.3 toolchain on Linux: with `Mutex`,
 /// `swift test --sanitize=thread` reports every properly locked access as a race.
 package final class Locked<Value>: @unchecked Sendable {
-    // @unchecked Sendable: `value` is read and written only inside `withLock`, between
-    // pthread_mutex_lock and pthread_mutex_unlock on `mutex`, which is allocated once and never moved.
+    // @unchecked Sendable: the value is read and written only inside `withLock`, between
+    // pthread_mutex_lock and pthread_mutex_unlock on `mutex`; both sit in one allocation, made once and never
+    // moved.
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    // Visible to inlined code, with `lock()` and `unlock()`, so that other modules inline and specialize
-    // `withLock` instead of calling the generic function, which works through its types' metadata at run time.
-    @usableFromInline var value: Value
+    // The value lives beside the mutex, outside the object: the mutex makes access to it exclusive, and a
+    // stored property would have that checked again at run time on every access (Swift's dynamic exclusivity
+    // enforcement). Visible to inlined code, with `lock()` and `unlock()`, so that other modules inline and
+    // specialize `withLock` instead of calling the generic function, which works through its types' metadata
+    // at run time.
+    @usableFromInline let value: UnsafeMutablePointer<Value>
 
     /// Makes a lock around an initial value.
     package init(_ initial: Value) {
-        value = initial
-        mutex = .allocate(capacity: 1)
+        let alignment = MemoryLayout<Value>.alignment
+        let offset = (MemoryLayout<pthread_mutex_t>.stride + alignment - 1) / alignment * alignment
+        let memory = UnsafeMutableRawPointer.allocate(
+            byteCount: offset + MemoryLayout<Value>.size,
+            alignment: max(MemoryLayout<pthread_mutex_t>.alignment, alignment))
+        mutex = memory.bindMemory(to: pthread_mutex_t.self, capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
         pthread_mutex_init(mutex, nil)
+        value = (memory + offset).bindMemory(to: Value.self, capacity: 1)
+        value.initialize(to: initial)
     }
 
     deinit {
+        value.deinitialize(count: 1)
         pthread_mutex_destroy(mutex)
         mutex.deinitialize(count: 1)
-        mutex.deallocate()
+        UnsafeMutableRawPointer(mutex).deallocate()
     }
 
     /// Runs `body` with exclusive access to the value.
@@ -39,7 +50,7 @@ package final class Locked<Value>: @unchecked Sendable {
     ) throws(Failure) -> Result {
         lock()
         defer { unlock() }
-        return try body(&value)
+        return try body(&value.pointee)
     }
 
     @usableFromInline func lock() {

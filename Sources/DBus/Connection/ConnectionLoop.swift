@@ -180,8 +180,11 @@ final class ConnectionLoop: @unchecked Sendable {
             // Jobs queued on this thread (by the work above, by handlers, by tasks on the connection's
             // executor) woke nothing: poll without waiting, so that they run next and reading still goes on.
             pollOnce(waiting: !hasJobs)
-            fireTimeouts()
-            expireCalls(now: monotonicMillis())
+            // A loop that waits for no call and has no libdbus timeout reads no clock.
+            if !timeouts.isEmpty || !pendingCalls.isEmpty {
+                fireTimeouts()
+                expireCalls(now: monotonicMillis())
+            }
         }
     }
 
