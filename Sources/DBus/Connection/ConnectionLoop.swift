@@ -268,11 +268,8 @@ final class ConnectionLoop: @unchecked Sendable {
     }
 
     private func pollOnce(waiting: Bool) {
-        if pollSetChanged {
-            makePollSet()
-        } else {
-            for index in fds.indices { fds[index].revents = 0 }
-        }
+        // poll sets every entry's revents, so a list kept from the last poll needs no clearing.
+        if pollSetChanged { makePollSet() }
         let timeout = waiting ? pollTimeout() : 0
         let count = poll(&fds, nfds_t(fds.count), timeout)
         guard count > 0 else { return }

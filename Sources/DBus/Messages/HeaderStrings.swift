@@ -13,7 +13,6 @@ final class CStringCache<Value> {
         var value: Value
         /// The string's bytes, NUL-terminated.
         var bytes: [CChar]
-        var length: Int
     }
 
     /// At most this many values are kept; a new one replaces the oldest.
@@ -31,7 +30,7 @@ final class CStringCache<Value> {
         for text: UnsafePointer<CChar>, orMake make: (UnsafePointer<CChar>) throws(Failure) -> Value
     ) throws(Failure) -> Value {
         let length = strlen(text)
-        for index in entries.indices where entries[index].length == length {
+        for index in entries.indices where entries[index].bytes.count == length + 1 {
             let same = entries[index].bytes.withUnsafeBufferPointer { memcmp($0.baseAddress!, text, length) == 0 }
             if same { return entries[index].value }
         }
@@ -48,7 +47,7 @@ final class CStringCache<Value> {
     }
 
     private func add(_ value: Value, _ bytes: [CChar]) {
-        let entry = Entry(value: value, bytes: bytes, length: bytes.count - 1)
+        let entry = Entry(value: value, bytes: bytes)
         if entries.count < capacity {
             entries.append(entry)
         } else {
