@@ -16,31 +16,45 @@ extension Bench {
         try await settings.set(getKey, to: "a value")
         if dconf != nil { try await dconfChange([("/bench/basic/read", "a value")]) }
 
-        // Round trips, interleaved so that every kind sees the same conditions.
-        progress("round trips: GetId, Peer.Ping, Get (\(plan.roundTrips) each)")
+        // Round trips, interleaved so that every kind sees the same conditions. Where a call falls in the
+        // cycle matters: with a fixed order, one place in it could take about 25 µs longer than the others,
+        // whichever call sat there (a Ping as much as a Get), so each round starts one kind further on.
+        var kinds: [RoundTrip] = [.getID, .pingBroker, .rawGet, .clientGet]
+        if dconf != nil { kinds.append(.pingDconf) }
+        progress("round trips: \(kinds.map(\.label).joined(separator: ", ")) (\(plan.roundTrips) each, rotating)")
         try await boundedLoop(count: plan.warmUp + plan.roundTrips, seconds: plan.loopSeconds) { index in
             let recorded = index >= plan.warmUp
-            var start = monotonicNanoseconds()
-            try await getID()
-            if recorded { results.getID.append(since: start) }
-            start = monotonicNanoseconds()
-            try await ping(broker.name)
-            if recorded { results.pingBroker.append(since: start) }
-            start = monotonicNanoseconds()
-            try await rawGet(getKey.path.rawValue)
-            if recorded { results.rawGet.append(since: start) }
-            start = monotonicNanoseconds()
-            _ = try await settings.get(getKey)
-            if recorded { results.clientGet.append(since: start) }
-            if dconf != nil {
-                start = monotonicNanoseconds()
-                try await ping(Self.dconfName)
-                if recorded { results.pingDconf.append(since: start) }
+            for offset in kinds.indices {
+                let kind = kinds[(index + offset) % kinds.count]
+                let start = monotonicNanoseconds()
+                switch kind {
+                case .getID: try await getID()
+                case .pingBroker: try await ping(broker.name)
+                case .rawGet: try await rawGet(getKey.path.rawValue)
+                case .clientGet: _ = try await settings.get(getKey)
+                case .pingDconf: try await ping(Self.dconfName)
+                }
+                if recorded { results.append(kind, since: start) }
             }
         }
 
         try await measureCachedReads()
         try await measureDurableWrites()
+    }
+
+    /// The calls timed in the round-trip loop.
+    enum RoundTrip {
+        case getID, pingBroker, rawGet, clientGet, pingDconf
+
+        var label: String {
+            switch self {
+            case .getID: "GetId"
+            case .pingBroker: "Peer.Ping to the broker"
+            case .rawGet: "Get"
+            case .clientGet: "get(key)"
+            case .pingDconf: "Peer.Ping to dconf-service"
+            }
+        }
     }
 
     /// `cached(key)` of a watched key, and dconf's in-process read of its mmap'd database.
@@ -97,6 +111,19 @@ extension Bench {
                 try await dconfChange([(key.path.rawValue, "value \(index)")])
                 if recorded { results.dconfWrite.append(since: start) }
             }
+        }
+    }
+}
+
+extension BenchResults {
+    /// Records one timed round trip of `kind`.
+    mutating func append(_ kind: Bench.RoundTrip, since start: UInt64) {
+        switch kind {
+        case .getID: getID.append(since: start)
+        case .pingBroker: pingBroker.append(since: start)
+        case .rawGet: rawGet.append(since: start)
+        case .clientGet: clientGet.append(since: start)
+        case .pingDconf: pingDconf.append(since: start)
         }
     }
 }
