@@ -40,11 +40,36 @@ enum DBusValueCheck {
                 && again.body.count == message.body.count && zip(again.body, message.body).allSatisfy(identical),
             "the message \(message) reads back as \(again)")
 
+        // Built both ways a connection builds what it sends (written in the wire format and read back by
+        // libdbus, or appended through libdbus's iterator), it is the same message, its body the same bytes.
+        let written: [UInt8]
+        let appended: [UInt8]
+        do {
+            written = try message.marshalled(writingToWire: true)
+            appended = try message.marshalled(writingToWire: false)
+        } catch {
+            throw FuzzFailure("a message libdbus reads is not built both ways: \(error)")
+        }
+        guard let fromWritten = try? DBusMessage(marshalled: written),
+            let fromAppended = try? DBusMessage(marshalled: appended)
+        else { throw FuzzFailure("a message built both ways does not read back: \(message)") }
+        var writtenHeader = fromWritten
+        writtenHeader.body = fromAppended.body
+        try require(
+            writtenHeader == fromAppended && body(of: written) == body(of: appended),
+            "\(message) written in the wire format reads back as \(fromWritten), appended as \(fromAppended)")
+
         for value in message.body {
             try checkStorage(of: value)
             if case .variant(let inner) = value { try checkStorage(of: inner) }
         }
         return .accepted
+    }
+
+    /// A marshalled message's body: what follows the header fields and their padding to 8.
+    private static func body(of bytes: [UInt8]) -> ArraySlice<UInt8> {
+        let fieldsLength = bytes[12..<16].reversed().reduce(0) { $0 << 8 | Int($1) }
+        return bytes[min(bytes.count, (16 + fieldsLength + 7) & ~7)...]
     }
 
     /// The path of a `Set` value into the store and back out.

@@ -11,7 +11,27 @@ extension DBusMessage {
     ///   libdbus runs out of memory.
     public func marshalled() throws(DBusError) -> [UInt8] {
         try validate()
-        let pointer = try MessageCoding.encode(self)
+        return try marshalled(from: try MessageCoding.encode(self))
+    }
+
+    /// ``marshalled()``, with the message built one given way, whatever its arguments: written in the wire
+    /// format and read back by libdbus (``WireWriter``), or through libdbus's iterator. The two must give the
+    /// same message: the tests and the dbus-value fuzz check compare them.
+    ///
+    /// - Throws: as ``marshalled()``; `Failed` when libdbus refuses to read back what ``WireWriter`` wrote.
+    package func marshalled(writingToWire: Bool) throws(DBusError) -> [UInt8] {
+        try validate()
+        if writingToWire {
+            guard let pointer = WireWriter.libdbusMessage(self) else {
+                throw DBusError(.failed, "libdbus refused the written message of signature '\(signature)'")
+            }
+            return try marshalled(from: pointer)
+        }
+        return try marshalled(from: try MessageCoding.encodeWithIterator(self))
+    }
+
+    /// The bytes of a libdbus message, which this releases.
+    private func marshalled(from pointer: OpaquePointer) throws(DBusError) -> [UInt8] {
         defer { dbus_message_unref(pointer) }
         dbus_message_set_serial(pointer, serial == 0 ? 1 : serial)
         var buffer: UnsafeMutablePointer<CChar>?

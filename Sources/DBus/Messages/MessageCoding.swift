@@ -15,8 +15,18 @@ enum MessageCoding {
 
     /// Builds a libdbus message; the caller owns the returned reference.
     ///
-    /// The corresponding libdbus functions are `dbus_message_new` and `dbus_message_iter_append_basic`.
+    /// A message of two arguments or more is written in the wire format and read back by libdbus
+    /// (``WireWriter``), which costs libdbus less than appending them; others, and any message libdbus
+    /// refuses to read back, are built through its message iterator.
     static func encode(_ message: DBusMessage) throws(DBusError) -> OpaquePointer {
+        if message.body.count >= 2, let pointer = WireWriter.libdbusMessage(message) { return pointer }
+        return try encodeWithIterator(message)
+    }
+
+    /// Builds a libdbus message through libdbus's setters and message iterator.
+    ///
+    /// The corresponding libdbus functions are `dbus_message_new` and `dbus_message_iter_append_basic`.
+    static func encodeWithIterator(_ message: DBusMessage) throws(DBusError) -> OpaquePointer {
         let type: Int32
         switch message.kind {
         case .methodCall: type = DBUS_MESSAGE_TYPE_METHOD_CALL
@@ -26,6 +36,16 @@ enum MessageCoding {
         }
         guard let pointer = dbus_message_new(type) else { throw outOfMemory() }
         var ok = true
+        // The body goes in first: libdbus rewrites the signature header field after each argument appended
+        // at the top level, walking every field before it, so with the names not yet there that costs a
+        // third as much (libdbus's own instruction counts: a `Set` call 59k → 41k, `Changed` 126k → 71k).
+        if !message.body.isEmpty {
+            var iter = DBusMessageIter()
+            dbus_message_iter_init_append(pointer, &iter)
+            for value in message.body where ok {
+                ok = append(value, to: &iter)
+            }
+        }
         if let path = message.path { ok = ok && dbus_message_set_path(pointer, path.rawValue) != 0 }
         if let interface = message.interface {
             ok = ok && dbus_message_set_interface(pointer, interface.rawValue) != 0
@@ -42,13 +62,6 @@ enum MessageCoding {
         }
         dbus_message_set_no_reply(pointer, message.noReplyExpected ? 1 : 0)
         dbus_message_set_auto_start(pointer, message.autoStart ? 1 : 0)
-        if ok && !message.body.isEmpty {
-            var iter = DBusMessageIter()
-            dbus_message_iter_init_append(pointer, &iter)
-            for value in message.body where ok {
-                ok = append(value, to: &iter)
-            }
-        }
         guard ok else {
             dbus_message_unref(pointer)
             throw outOfMemory()
