@@ -191,13 +191,4 @@ final class Bench {
     func start(_ executable: String, _ arguments: [String]) throws -> RunningProcess {
         try RunningProcess.start(executable, arguments, environment: environment)
     }
-
-    /// Reads `<value> <ns>` lines until one carries `value`; returns its time stamp.
-    func receipt(of value: String, from process: RunningProcess) async throws -> UInt64 {
-        let (line, _) = try await process.line(where: { $0.hasPrefix(value + " ") }, timeLimit: .seconds(60))
-        guard let stamp = line.split(separator: " ").last.flatMap({ UInt64($0) }) else {
-            throw BenchFailure("unexpected line from a subscriber: \(line)")
-        }
-        return stamp
-    }
 }
