@@ -133,31 +133,46 @@ final class LineQueue: Sendable {
     /// Starts a thread that reads `fd` to its end, queueing each line; it closes `fd` at the end.
     func startReading(_ fd: Int32) {
         let mailbox = self.mailbox
-        let thread = Thread {
-            defer { close(fd) }
-            var pending: [UInt8] = []
-            var buffer = [UInt8](repeating: 0, count: 4096)
-            while true {
-                let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-                if count < 0 && errno == EINTR { continue }
-                guard count > 0 else { break }
-                for byte in buffer[0..<count] {
-                    if byte == UInt8(ascii: "\n") {
-                        mailbox.push(String(decoding: pending, as: UTF8.self))
-                        pending.removeAll(keepingCapacity: true)
-                    } else {
-                        pending.append(byte)
-                    }
-                }
-            }
-            if !pending.isEmpty { mailbox.push(String(decoding: pending, as: UTF8.self)) }
+        readLines(from: fd) { lines in
+            for line in lines { mailbox.push(line) }
+        } ended: {
             mailbox.finish()
         }
-        thread.start()
     }
 
     /// The next line, `.ended` after the last one, or `.timedOut` when none arrives within `timeLimit`.
     func next(timeLimit: Duration) async -> Mailbox<String>.Outcome {
         await mailbox.next(timeLimit: timeLimit)
     }
+}
+
+/// Reads `fd` to its end on a thread of its own and closes it: each read's whole lines (without their
+/// newlines) go to `lines` together, then a last line without a newline, if there is one; then `ended` runs.
+func readLines(
+    from fd: Int32, bufferSize: Int = 4096, _ lines: @escaping @Sendable ([String]) -> Void,
+    ended: @escaping @Sendable () -> Void
+) {
+    let thread = Thread {
+        defer { close(fd) }
+        var pending: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: bufferSize)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { break }
+            var complete: [String] = []
+            for byte in buffer[0..<count] {
+                if byte == UInt8(ascii: "\n") {
+                    complete.append(String(decoding: pending, as: UTF8.self))
+                    pending.removeAll(keepingCapacity: true)
+                } else {
+                    pending.append(byte)
+                }
+            }
+            if !complete.isEmpty { lines(complete) }
+        }
+        if !pending.isEmpty { lines([String(decoding: pending, as: UTF8.self)]) }
+        ended()
+    }
+    thread.start()
 }

@@ -43,7 +43,6 @@ public final class SharedOutput: Sendable {
     }
 
     private let state = Locked(State())
-    private let pipe: ClosingPipe
     /// The write end, closed by ``terminateAll()`` so the reading thread sees the end of the output.
     private let writeEnd: Locked<Int32?>
     private let children = Locked<[ChildProcess]>([])
@@ -55,34 +54,16 @@ public final class SharedOutput: Sendable {
     ///   named in the error a wait throws.
     /// - Throws: ``TestProcess/Failure`` when no pipe can be made.
     public init(errorLog: String? = nil) throws {
-        pipe = try ClosingPipe()
+        let pipe = try ClosingPipe()
         writeEnd = Locked(pipe.writeEnd)
         self.errorLog = errorLog
-        let readEnd = pipe.readEnd
-        let thread = Thread { [state] in
-            defer { close(readEnd) }
-            var pending: [UInt8] = []
-            var buffer = [UInt8](repeating: 0, count: 65536)
-            while true {
-                let count = buffer.withUnsafeMutableBytes { read(readEnd, $0.baseAddress, $0.count) }
-                if count < 0 && errno == EINTR { continue }
-                guard count > 0 else { break }
-                var lines: [String] = []
-                for byte in buffer[0..<count] {
-                    if byte == UInt8(ascii: "\n") {
-                        lines.append(String(decoding: pending, as: UTF8.self))
-                        pending.removeAll(keepingCapacity: true)
-                    } else {
-                        pending.append(byte)
-                    }
-                }
-                guard !lines.isEmpty else { continue }
-                let ready = state.withLock { state -> (CheckedContinuation<[String]?, Never>, [String])? in
-                    state.lines += lines
-                    return Self.satisfy(&state)
-                }
-                if let (continuation, taken) = ready { continuation.resume(returning: taken) }
+        readLines(from: pipe.readEnd, bufferSize: 65536) { [state] lines in
+            let ready = state.withLock { state -> (CheckedContinuation<[String]?, Never>, [String])? in
+                state.lines += lines
+                return Self.satisfy(&state)
             }
+            if let (continuation, taken) = ready { continuation.resume(returning: taken) }
+        } ended: { [state] in
             let waiter = state.withLock { state -> CheckedContinuation<[String]?, Never>? in
                 state.ended = true
                 defer { state.waiter = nil }
@@ -90,7 +71,6 @@ public final class SharedOutput: Sendable {
             }
             waiter?.resume(returning: nil)
         }
-        thread.start()
     }
 
     /// Takes the matching lines out of the state when the waiter has all it asked for; the lines before the

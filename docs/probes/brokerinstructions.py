@@ -5,14 +5,13 @@ valgrind's callgrind, for each of KINDS (default Ping,Get,Set): COUNT calls of o
 (calls.c), one after another, counted from after 200 warm-up calls. Instruction counts do not move with the
 machine's load, so two builds compare exactly. Needs gcc and valgrind."""
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 
 import dbus
-from common import Broker, compile_probe
+from common import Broker, callgrind_total, compile_probe
 
 broker = os.path.abspath(sys.argv[1])
 count = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
@@ -24,14 +23,6 @@ def control(pid, *arguments):
     subprocess.run(["callgrind_control", *arguments, str(pid)], check=True, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL)
 
-
-def total(path):
-    """The total instruction count of a callgrind profile (its `summary:` or `totals:` line)."""
-    for line in open(path):
-        match = re.match(r"(?:summary|totals): (\d+)", line)
-        if match:
-            return int(match.group(1))
-    raise RuntimeError(f"no totals in {path}")
 
 
 try:
@@ -51,6 +42,6 @@ try:
             control(pid, "--dump=" + kind)
             dumps = [os.path.join(work, name) for name in os.listdir(work) if name.startswith(f"callgrind.{pid}.")]
             latest = max(dumps, key=os.path.getmtime)
-            print(f"{kind}: {total(latest) / count:,.0f} instructions per call in the broker")
+            print(f"{kind}: {callgrind_total(latest) / count:,.0f} instructions per call in the broker")
 finally:
     shutil.rmtree(work, ignore_errors=True)

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Shared by the probes: a private dbus-daemon and a settings-broker on it, both ended on exit."""
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -86,3 +87,12 @@ def compile_probe(source, directory, extra=()):
     executable = os.path.join(directory, os.path.splitext(source)[0])
     subprocess.run(["gcc", "-O2", os.path.join(here, source), "-o", executable, *extra] + flags, check=True)
     return executable
+
+
+def callgrind_total(path):
+    """The total instruction count of a callgrind profile (its `summary:` or `totals:` line)."""
+    for line in open(path):
+        match = re.match(r"(?:summary|totals): (\d+)", line)
+        if match:
+            return int(match.group(1))
+    raise RuntimeError(f"no totals in {path}")

@@ -8,14 +8,13 @@ on (start-up left out), over CHANGES changes made one after another, each waitin
 Instruction counts do not depend on the machine's load, so two builds compare exactly. With OUT, the
 callgrind profile is kept there for callgrind_annotate."""
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 
 import dbus
-from common import Broker
+from common import Broker, callgrind_total
 
 broker = sys.argv[1]
 split = sys.argv.index("--")
@@ -26,14 +25,6 @@ key = "/probe/instructions/key"
 work = tempfile.mkdtemp(prefix="settingsbus-instructions-")
 profile = os.path.join(work, "callgrind.out")
 
-
-def total(path):
-    """The total instruction count of a callgrind profile (its `summary:` or `totals:` line)."""
-    for line in open(path):
-        match = re.match(r"(?:summary|totals): (\d+)", line)
-        if match:
-            return int(match.group(1))
-    raise RuntimeError(f"no totals in {path}")
 
 
 def dump(pid, label):
@@ -65,7 +56,7 @@ try:
             dumps = [f for f in os.listdir(work) if f.startswith("callgrind.out.")]
             path = max((os.path.join(work, f) for f in dumps), key=os.path.getmtime)
             print(f"{' '.join(os.path.basename(c) if i == 0 else c for i, c in enumerate(command))}: "
-                  f"{total(path) / changes:,.0f} instructions per change ({changes} changes)")
+                  f"{callgrind_total(path) / changes:,.0f} instructions per change ({changes} changes)")
             if out:
                 shutil.copy(path, out)
         finally:
