@@ -75,18 +75,7 @@ extension DBusMessage {
                     ? "the bytes do not start with a valid D-Bus message header"
                     : "the header says the message is \(needed) bytes long, but there are \(bytes.count)")
         }
-        var error = CDBus.DBusError()
-        dbus_error_init(&error)
-        defer { dbus_error_free(&error) }
-        let pointer = bytes.withUnsafeBufferPointer { buffer in
-            buffer.withMemoryRebound(to: CChar.self) {
-                dbus_message_demarshal($0.baseAddress, Int32(bytes.count), &error)
-            }
-        }
-        guard let pointer else {
-            let reason = dbus_error_is_set(&error) != 0 ? String(cString: error.message) : "libdbus gave no reason"
-            throw DBusError(.invalidArgs, "not a valid D-Bus message: \(reason)")
-        }
+        let pointer = try MessageCoding.demarshal(bytes)
         defer { dbus_message_unref(pointer) }
         self = try MessageCoding.decode(pointer)
         if readingFromWire {

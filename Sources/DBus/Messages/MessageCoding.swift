@@ -23,6 +23,27 @@ enum MessageCoding {
         return try encodeWithIterator(message)
     }
 
+    /// Reads one whole message from its bytes in the wire format (`dbus_message_demarshal`), which checks
+    /// every byte; the caller owns the returned reference.
+    ///
+    /// - Throws: ``DBusError`` named `InvalidArgs`, with libdbus's reason, when the bytes are not one valid
+    ///   message.
+    static func demarshal(_ bytes: [UInt8]) throws(DBusError) -> OpaquePointer {
+        var error = CDBus.DBusError()
+        dbus_error_init(&error)
+        defer { dbus_error_free(&error) }
+        let pointer = bytes.withUnsafeBufferPointer { buffer in
+            buffer.withMemoryRebound(to: CChar.self) {
+                dbus_message_demarshal($0.baseAddress, Int32(buffer.count), &error)
+            }
+        }
+        guard let pointer else {
+            let reason = dbus_error_is_set(&error) != 0 ? String(cString: error.message) : "libdbus gave no reason"
+            throw DBusError(.invalidArgs, "not a valid D-Bus message: \(reason)")
+        }
+        return pointer
+    }
+
     /// Builds a libdbus message through libdbus's setters and message iterator.
     ///
     /// The corresponding libdbus functions are `dbus_message_new` and `dbus_message_iter_append_basic`.

@@ -60,16 +60,7 @@ struct WireWriter {
     /// The message as libdbus reads it back from ``marshal(_:serial:)``, without a serial, so that the
     /// connection gives it the next one; nil when libdbus refuses the bytes.
     static func libdbusMessage(_ message: DBusMessage) -> OpaquePointer? {
-        let bytes = marshal(message, serial: 1)
-        var error = CDBus.DBusError()
-        dbus_error_init(&error)
-        defer { dbus_error_free(&error) }
-        let pointer = bytes.withUnsafeBufferPointer { buffer in
-            buffer.withMemoryRebound(to: CChar.self) {
-                dbus_message_demarshal($0.baseAddress, Int32(buffer.count), &error)
-            }
-        }
-        guard let pointer else { return nil }
+        guard let pointer = try? MessageCoding.demarshal(marshal(message, serial: 1)) else { return nil }
         dbus_message_set_serial(pointer, 0)
         return pointer
     }
@@ -129,34 +120,7 @@ struct WireWriter {
 
     /// The type codes of one complete type, as in a signature.
     private mutating func typeCodes(of type: DBusType) {
-        switch type {
-        case .byte: bytes.append(UInt8(ascii: "y"))
-        case .boolean: bytes.append(UInt8(ascii: "b"))
-        case .int16: bytes.append(UInt8(ascii: "n"))
-        case .uint16: bytes.append(UInt8(ascii: "q"))
-        case .int32: bytes.append(UInt8(ascii: "i"))
-        case .uint32: bytes.append(UInt8(ascii: "u"))
-        case .int64: bytes.append(UInt8(ascii: "x"))
-        case .uint64: bytes.append(UInt8(ascii: "t"))
-        case .double: bytes.append(UInt8(ascii: "d"))
-        case .string: bytes.append(UInt8(ascii: "s"))
-        case .objectPath: bytes.append(UInt8(ascii: "o"))
-        case .signature: bytes.append(UInt8(ascii: "g"))
-        case .variant: bytes.append(UInt8(ascii: "v"))
-        case .array(let element):
-            bytes.append(UInt8(ascii: "a"))
-            typeCodes(of: element)
-        case .dictionary(let key, let value):
-            bytes.append(UInt8(ascii: "a"))
-            bytes.append(UInt8(ascii: "{"))
-            typeCodes(of: key)
-            typeCodes(of: value)
-            bytes.append(UInt8(ascii: "}"))
-        case .structure(let fields):
-            bytes.append(UInt8(ascii: "("))
-            for field in fields { typeCodes(of: field) }
-            bytes.append(UInt8(ascii: ")"))
-        }
+        bytes.append(contentsOf: type.signatureText.utf8)
     }
 
     // MARK: - Values
