@@ -74,6 +74,7 @@ struct ConnectionTests {
             }
             let elapsed = ContinuousClock.now - start
             #expect(error?.name == .noReply)
+            #expect(error?.message == "no reply to org.example.Silent1.Wait on \(server.uniqueName!) within 0.3 s")
             #expect(elapsed >= .milliseconds(300))
             #expect(elapsed < .seconds(10))
             await client.close()

@@ -4,8 +4,18 @@
 struct PendingCall {
     /// Milliseconds on the monotonic clock after which the call fails with `NoReply`.
     var deadline: Int64
-    var timeoutText: String
+    /// The call's interface, member and destination, and its timeout: what `NoReply` names. Kept as they are
+    /// and put into words only at the timeout, so that a call that is answered formats nothing.
+    var interface: InterfaceName?
+    var member: MemberName?
+    var destination: BusName?
+    var timeoutMillis: Int64
     var completion: (Result<DBusMessage, any Error>) -> Void
+
+    var timeoutText: String {
+        let seconds = Double(timeoutMillis) / 1000
+        return "no reply to \(ConnectionLoop.describe(interface, member, destination)) within \(seconds) s"
+    }
 }
 
 /// The cancellation state of one call, shared by the job that starts it and the job that cancels it.
@@ -37,11 +47,9 @@ extension ConnectionLoop {
             return
         }
         ticket?.serial = serial
-        let seconds = Double(timeoutMillis) / 1000
         pendingCalls[serial] = PendingCall(
-            deadline: monotonicMillis() + timeoutMillis,
-            timeoutText: "no reply to \(describe(message)) within \(seconds) s",
-            completion: completion)
+            deadline: monotonicMillis() + timeoutMillis, interface: message.interface, member: message.member,
+            destination: message.destination, timeoutMillis: timeoutMillis, completion: completion)
     }
 
     /// Cancels a call started with `ticket`, or marks the ticket so the call never starts. Loop thread only.
@@ -85,9 +93,14 @@ extension ConnectionLoop {
     }
 
     func describe(_ message: DBusMessage) -> String {
-        let member = [message.interface?.rawValue, message.member?.rawValue].compactMap { $0 }.joined(separator: ".")
-        let target = message.destination.map { " on \($0)" } ?? ""
-        return "\(member)\(target)"
+        Self.describe(message.interface, message.member, message.destination)
+    }
+
+    /// `interface.member on destination`, for errors about a call.
+    static func describe(_ interface: InterfaceName?, _ member: MemberName?, _ destination: BusName?) -> String {
+        let name = [interface?.rawValue, member?.rawValue].compactMap { $0 }.joined(separator: ".")
+        let target = destination.map { " on \($0)" } ?? ""
+        return "\(name)\(target)"
     }
 
     /// Calls a method of the bus daemon. Loop thread only.
