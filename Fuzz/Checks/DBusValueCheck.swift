@@ -56,7 +56,8 @@ enum DBusValueCheck {
         var writtenHeader = fromWritten
         writtenHeader.body = fromAppended.body
         try require(
-            writtenHeader == fromAppended && body(of: written) == body(of: appended),
+            writtenHeader == fromAppended
+                && DBusMessage.body(ofMarshalled: written) == DBusMessage.body(ofMarshalled: appended),
             "\(message) written in the wire format reads back as \(fromWritten), appended as \(fromAppended)")
 
         for value in message.body {
@@ -64,12 +65,6 @@ enum DBusValueCheck {
             if case .variant(let inner) = value { try checkStorage(of: inner) }
         }
         return .accepted
-    }
-
-    /// A marshalled message's body: what follows the header fields and their padding to 8.
-    private static func body(of bytes: [UInt8]) -> ArraySlice<UInt8> {
-        let fieldsLength = bytes[12..<16].reversed().reduce(0) { $0 << 8 | Int($1) }
-        return bytes[min(bytes.count, (16 + fieldsLength + 7) & ~7)...]
     }
 
     /// The path of a `Set` value into the store and back out.

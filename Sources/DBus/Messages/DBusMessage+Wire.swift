@@ -30,6 +30,13 @@ extension DBusMessage {
         return try marshalled(from: try MessageCoding.encodeWithIterator(self))
     }
 
+    /// The body of a message in the wire format, as ``marshalled()`` writes it (little-endian): what follows
+    /// the header fields and their padding to 8. The tests and the dbus-value fuzz check compare bodies with it.
+    package static func body(ofMarshalled bytes: [UInt8]) -> ArraySlice<UInt8> {
+        let fieldsLength = bytes[12..<16].reversed().reduce(0) { $0 << 8 | Int($1) }
+        return bytes[min(bytes.count, (16 + fieldsLength + 7) & ~7)...]
+    }
+
     /// The bytes of a libdbus message, which this releases.
     private func marshalled(from pointer: OpaquePointer) throws(DBusError) -> [UInt8] {
         defer { dbus_message_unref(pointer) }
