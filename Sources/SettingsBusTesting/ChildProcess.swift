@@ -30,6 +30,25 @@ public final class ChildProcess: Sendable {
         thread.start()
     }
 
+    /// Starts an installed program in this process's environment plus `environment`, as
+    /// ``spawn(_:_:environment:stdin:stdout:stderr:)`` does.
+    ///
+    /// - Throws: ``TestProcess/Failure`` when the program is missing (naming its Debian package) or cannot
+    ///   start.
+    static func spawnInstalled(
+        _ executable: String, _ arguments: [String], adding environment: [String: String], stdin: Int32? = nil,
+        stdout: Int32? = nil, stderr: Int32? = nil
+    ) throws -> ChildProcess {
+        guard FileManager.default.isExecutableFile(atPath: executable) else {
+            throw TestProcess.Failure(
+                description: "\(executable) is not installed (\(TestProcess.packageHint(for: executable)))")
+        }
+        return try spawn(
+            executable, arguments,
+            environment: ProcessInfo.processInfo.environment.merging(environment) { _, new in new },
+            stdin: stdin, stdout: stdout, stderr: stderr)
+    }
+
     /// Starts a program.
     ///
     /// - Parameters:
@@ -105,17 +124,12 @@ struct PipedChild {
     /// - Throws: ``TestProcess/Failure`` when the program is missing (naming its Debian package) or cannot
     ///   start.
     static func start(_ executable: String, _ arguments: [String], environment: [String: String]) throws -> PipedChild {
-        guard FileManager.default.isExecutableFile(atPath: executable) else {
-            throw TestProcess.Failure(
-                description: "\(executable) is not installed (\(TestProcess.packageHint(for: executable)))")
-        }
         let stdout = try ClosingPipe(), stderr = try ClosingPipe(), stdin = try ClosingPipe()
         let child: ChildProcess
         do {
-            child = try ChildProcess.spawn(
-                executable, arguments,
-                environment: ProcessInfo.processInfo.environment.merging(environment) { _, new in new },
-                stdin: stdin.readEnd, stdout: stdout.writeEnd, stderr: stderr.writeEnd)
+            child = try ChildProcess.spawnInstalled(
+                executable, arguments, adding: environment, stdin: stdin.readEnd, stdout: stdout.writeEnd,
+                stderr: stderr.writeEnd)
         } catch {
             for fd in [stdout.readEnd, stdout.writeEnd, stderr.readEnd, stderr.writeEnd, stdin.readEnd, stdin.writeEnd] {
                 close(fd)

@@ -100,10 +100,6 @@ public final class SharedOutput: Sendable {
     public func start(
         _ executable: String, _ arguments: [String], environment: [String: String] = [:]
     ) throws -> ChildProcess {
-        guard FileManager.default.isExecutableFile(atPath: executable) else {
-            throw TestProcess.Failure(
-                description: "\(executable) is not installed (\(TestProcess.packageHint(for: executable)))")
-        }
         guard let output = writeEnd.withLock({ $0 }) else {
             throw TestProcess.Failure(description: "the shared output was closed")
         }
@@ -115,10 +111,8 @@ public final class SharedOutput: Sendable {
             }
         }
         defer { if let errors { close(errors) } }
-        let child = try ChildProcess.spawn(
-            executable, arguments,
-            environment: ProcessInfo.processInfo.environment.merging(environment) { _, new in new },
-            stdout: output, stderr: errors)
+        let child = try ChildProcess.spawnInstalled(
+            executable, arguments, adding: environment, stdout: output, stderr: errors)
         children.withLock { $0.append(child) }
         return child
     }
