@@ -82,6 +82,86 @@ struct ConnectionTests {
         }
     }
 
+    /// A call made while the loop waits for another call's deadline is sent from the calling task's thread,
+    /// and the loop is woken to wait for the sooner deadline: the call fails at its own timeout, not at the
+    /// other's two minutes (which the test's one-minute limit would not reach).
+    @Test(.timeLimit(.minutes(1))) func callWithASoonerDeadlineThanAPendingOneFailsAtItsOwn() async throws {
+        try await withTestBus { bus in
+            let arrived = Fixtures.Signal()
+            let server = try await bus.connect()
+            try await server.export(
+                [DBusInterface(name: "org.example.Silent1", methods: [
+                    DBusMethod(name: "Wait") { _ in
+                        arrived.fire()
+                        try await Task.sleep(for: .seconds(3600))
+                        return []
+                    }
+                ])], at: "/org/example/Silent")
+            let client = try await bus.connect()
+            let destination = server.uniqueName
+            let long = Task {
+                try await client.call(
+                    destination: destination, path: "/org/example/Silent", interface: "org.example.Silent1",
+                    member: "Wait", timeout: .seconds(120))
+            }
+            await arrived.wait()
+
+            // When: with the first call pending, a call with a 300 ms timeout.
+            let start = ContinuousClock.now
+            let error = await #expect(throws: DBusError.self) {
+                _ = try await client.call(
+                    destination: destination, path: "/org/example/Silent", interface: "org.example.Silent1",
+                    member: "Wait", timeout: .milliseconds(300))
+            }
+
+            // Then: it ends with NoReply after its own 300 ms, while the first is still pending.
+            #expect(error?.name == .noReply)
+            #expect(ContinuousClock.now - start >= .milliseconds(300))
+            long.cancel()
+            await #expect(throws: CancellationError.self) { try await long.value }
+            await client.close()
+            await server.close()
+        }
+    }
+
+    /// Messages one task sends quickly go out partly at once from its thread and partly through the loop's
+    /// queue (while the loop is busy, or when the socket is full and libdbus keeps the rest for the loop to
+    /// write): the peer receives every one, in the order sent.
+    @Test func signalsSentQuicklyFromATaskArriveAllInOrder() async throws {
+        try await withTestBus { bus in
+            let sender = try await bus.connect()
+            let receiver = try await bus.connect()
+            let stream = try await receiver.signals(
+                matching: MatchRule(sender: sender.uniqueName, interface: "org.example.Count1", member: "Tick"))
+            let received = Collector(stream)
+            let padding = String(repeating: "x", count: 2048)
+            let count = 3000
+
+            // When: 3,000 signals of 2 KiB, one after another, with a call to the bus daemon every 100.
+            for index in 0..<count {
+                try sender.emitSignal(
+                    path: "/org/example/Count", interface: "org.example.Count1", member: "Tick",
+                    arguments: [.int32(Int32(index)), .string(padding)])
+                if index % 100 == 99 {
+                    _ = try await sender.call(
+                        destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                        interface: "org.freedesktop.DBus", member: "GetId")
+                }
+            }
+
+            // Then: all of them, in order.
+            var numbers: [Int32] = []
+            for _ in 0..<count {
+                guard case .int32(let number)? = try await received.next().body.first else { break }
+                numbers.append(number)
+            }
+            #expect(numbers == Array(0..<Int32(count)))
+            received.stop()
+            await receiver.close()
+            await sender.close()
+        }
+    }
+
     /// The call's own timeout is 120 s and the test's limit one minute: the call can only end in time by
     /// being cancelled (no wall-clock assertion, which a loaded machine would make flaky).
     @Test(.timeLimit(.minutes(1))) func cancelledCallReturnsPromptly() async throws {

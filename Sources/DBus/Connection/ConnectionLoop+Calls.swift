@@ -20,8 +20,8 @@ struct PendingCall {
 
 /// The cancellation state of one call, shared by the job that starts it and the job that cancels it.
 ///
-/// This type is manually `Sendable` because both jobs run on the same loop thread, one after the other, and
-/// nothing else touches it.
+/// This type is manually `Sendable` because both jobs run while holding the loop (on its thread, or the one
+/// that starts the call in ``ConnectionLoop/runNow(_:)``), one after the other, and nothing else touches it.
 final class CallTicket: @unchecked Sendable {
     var cancelled = false
     var serial: UInt32?

@@ -10,6 +10,12 @@
 // the streams whose match rule they satisfy, method calls go to exported objects (whose handlers run as
 // Swift tasks and send their replies back as jobs). When the connection closes or is lost, every pending call
 // fails with `Disconnected`, every stream ends, and jobs enqueued afterwards are refused.
+//
+// The loop holds its ownership lock whenever it runs, and lets go of it only while it waits in `poll`. A
+// thread that sends (a call, a signal, a reply) takes the lock then, if it can without waiting and no job is
+// queued, and sends at once instead of waking the loop to do it (`runNow`): libdbus writes to the socket
+// without blocking, so no task waits on it, and the loop's wake-up no longer stands between a call and the
+// bus. "Loop thread only" below means: by the thread that holds the lock.
 
 internal import CDBus
 internal import Glibc
@@ -17,9 +23,11 @@ import Synchronization
 
 /// The owner thread of one libdbus connection and all the state that only that thread touches.
 ///
-/// This type is manually `Sendable` because its mutable state is touched only on its own loop thread: other
-/// threads reach it solely through ``enqueue(_:)``, which goes through the lock-protected job queue and an
-/// eventfd. The C callbacks that libdbus invokes are called only from libdbus calls made on the loop thread.
+/// This type is manually `Sendable` because its mutable state is touched only by the thread that holds its
+/// ownership lock: the loop thread, which lets go of it only while it waits in `poll`, or a thread in
+/// ``runNow(_:)``, which takes it without waiting or not at all. Other threads reach it only through
+/// ``enqueue(_:)``, which goes through the lock-protected job queue and an eventfd. The C callbacks that
+/// libdbus invokes are called only from libdbus calls made by the holder of that lock.
 final class ConnectionLoop: @unchecked Sendable {
     typealias Job = @Sendable (ConnectionLoop) -> Void
 
@@ -30,6 +38,15 @@ final class ConnectionLoop: @unchecked Sendable {
 
     private let queue = Locked(JobQueue())
     private let wakeFD: Int32
+    /// Held by the thread that may touch the loop's state and call libdbus for the connection: the loop
+    /// thread, except while it waits in `poll`, when another thread may take it to send at once
+    /// (``runNow(_:)``). A pthread mutex, so that ThreadSanitizer sees the ordering it makes.
+    private let ownership: UnsafeMutablePointer<pthread_mutex_t> = {
+        let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+        return mutex
+    }()
     /// The loop thread (`pthread_self`), 0 until it runs: a job queued on it needs no wake-up.
     private let loopThread = Atomic<UInt>(0)
     private let exited = Locked<[UInt64: CheckedContinuation<Void, Never>]?>([:])
@@ -53,6 +70,9 @@ final class ConnectionLoop: @unchecked Sendable {
     private var polled: [(key: UnsafeMutableRawPointer, watch: OpaquePointer)] = []
     /// Whether the watches changed since `fds` was made.
     private var pollSetChanged = true
+    /// When the loop's `poll` returns by itself (milliseconds on the monotonic clock; `Int64.max` for never):
+    /// ``runNow(_:)`` wakes the loop for a sooner deadline.
+    private var pollDeadline = Int64.max
     private var watches: [UnsafeMutableRawPointer: OpaquePointer] = [:]
     private var timeouts: [UnsafeMutableRawPointer: (timeout: OpaquePointer, start: Int64)] = [:]
     var pendingCalls: [UInt32: PendingCall] = [:]
@@ -76,6 +96,24 @@ final class ConnectionLoop: @unchecked Sendable {
 
     deinit {
         close(wakeFD)
+        pthread_mutex_destroy(ownership)
+        ownership.deinitialize(count: 1)
+        ownership.deallocate()
+    }
+
+    /// Runs a job at once on the calling thread if the loop waits in `poll` with no job queued (so the job
+    /// keeps its place in the order jobs were given); returns false, having run nothing, otherwise: the loop is
+    /// busy or ended, and the caller enqueues the job. For a job that sends: it must not wait or take long.
+    ///
+    /// The loop is woken when the job changed what it waits for: the watches to poll, or a deadline (a call's
+    /// `NoReply`, a libdbus timeout) sooner than the one its `poll` ends at.
+    func runNow(_ job: Job) -> Bool {
+        guard pthread_mutex_trylock(ownership) == 0 else { return false }
+        defer { pthread_mutex_unlock(ownership) }
+        guard connection != nil, queue.withLock({ !$0.closed && $0.jobs.isEmpty }) else { return false }
+        job(self)
+        if pollSetChanged || nearestDeadline() < pollDeadline { wake() }
+        return true
     }
 
     // MARK: - Jobs
@@ -158,6 +196,8 @@ final class ConnectionLoop: @unchecked Sendable {
     ///   and the loop is finished as if its connection had ended.
     func start(open: @escaping @Sendable (ConnectionLoop) -> Void) throws(DBusError) {
         let result = startThread(name: "dbus-connection", stackSize: 8 << 20) { [self] in
+            pthread_mutex_lock(ownership)
+            defer { pthread_mutex_unlock(ownership) }
             loopThread.store(UInt(pthread_self()), ordering: .relaxed)
             open(self)
             if connection != nil { run() }
@@ -209,12 +249,17 @@ final class ConnectionLoop: @unchecked Sendable {
         }
     }
 
-    /// Sends a message at once when called by work after dispatch with no job queued ahead of it (so messages
-    /// keep the order they were given in), and otherwise queues the send. Returns false when the loop has
-    /// ended. Any thread.
+    /// Sends a message at once when no job is queued ahead of it (so messages keep the order they were given
+    /// in) and the loop is free: called on the loop thread by work after dispatch, or on another thread while
+    /// the loop waits (``runNow(_:)``). Otherwise queues the send. Returns false when the loop has ended. Any
+    /// thread.
     func sendSoon(_ message: DBusMessage) -> Bool {
-        if isLoopThread, runningDispatchedWork, !hasJobs {
-            send(message)
+        if isLoopThread {
+            if runningDispatchedWork, !hasJobs {
+                send(message)
+                return true
+            }
+        } else if runNow({ $0.send(message) }) {
             return true
         }
         return enqueue { $0.send(message) }
@@ -270,8 +315,16 @@ final class ConnectionLoop: @unchecked Sendable {
     private func pollOnce(waiting: Bool) {
         // poll sets every entry's revents, so a list kept from the last poll needs no clearing.
         if pollSetChanged { makePollSet() }
-        let timeout = waiting ? pollTimeout() : 0
+        var timeout: Int32 = 0
+        if waiting {
+            pollDeadline = nearestDeadline()
+            timeout = pollDeadline == .max ? -1 : Int32(clamping: max(0, pollDeadline - monotonicMillis()))
+        }
+        // While it waits, another thread may hold the loop to send (``runNow(_:)``); it wakes the loop if what
+        // the loop waits for changed.
+        if timeout != 0 { pthread_mutex_unlock(ownership) }
         let count = poll(&fds, nfds_t(fds.count), timeout)
+        if timeout != 0 { pthread_mutex_lock(ownership) }
         guard count > 0 else { return }
         if fds[0].revents != 0 {
             var value: UInt64 = 0
@@ -307,17 +360,16 @@ final class ConnectionLoop: @unchecked Sendable {
         pollSetChanged = false
     }
 
-    /// Milliseconds until the nearest libdbus timeout or call deadline; -1 for none.
-    private func pollTimeout() -> Int32 {
-        guard !timeouts.isEmpty || !pendingCalls.isEmpty else { return -1 }
-        let now = monotonicMillis()
+    /// The nearest libdbus timeout or call deadline, in milliseconds on the monotonic clock; `Int64.max` for
+    /// none. Reads no clock.
+    private func nearestDeadline() -> Int64 {
+        guard !timeouts.isEmpty || !pendingCalls.isEmpty else { return .max }
         var nearest = Int64.max
         for entry in timeouts.values where dbus_timeout_get_enabled(entry.timeout) != 0 {
             nearest = min(nearest, entry.start + Int64(dbus_timeout_get_interval(entry.timeout)))
         }
         if let deadline = nearestCallDeadline() { nearest = min(nearest, deadline) }
-        guard nearest != Int64.max else { return -1 }
-        return Int32(clamping: max(0, nearest - now))
+        return nearest
     }
 
     private func fireTimeouts() {
@@ -388,8 +440,9 @@ final class ConnectionLoop: @unchecked Sendable {
                 context, nil) != 0
         else { return false }
         // No wake-up function: libdbus calls it when it queues a message or changes its dispatch status, which
-        // happens only inside libdbus calls made on the loop thread, and after each of those the loop dispatches
-        // and polls the watches afresh. Waking it through the eventfd cost a write, a read and a poll for every
+        // happens only inside libdbus calls made by the holder of the loop: on the loop thread, after each of
+        // which the loop dispatches and polls the watches afresh, or in ``runNow(_:)``, which only sends (a
+        // message libdbus cannot write at once enables the write watch, and that wakes the loop). Waking it through the eventfd cost a write, a read and a poll for every
         // message sent.
         return true
     }

@@ -167,10 +167,10 @@ public final class DBusConnection: Sendable {
         let loop = self.loop
         return try await withTaskCancellationHandler {
             let result: Result<DBusMessage, any Error> = await handOff { deliver in
-                let accepted = loop.enqueue { loop in
+                let job: ConnectionLoop.Job = { loop in
                     loop.startCall(message, timeoutMillis: millis, ticket: ticket) { deliver($0) }
                 }
-                if !accepted { deliver(.failure(ConnectionLoop.closedError)) }
+                if !loop.runNow(job), !loop.enqueue(job) { deliver(.failure(ConnectionLoop.closedError)) }
             }
             return try result.get()
         } onCancel: {
