@@ -89,14 +89,7 @@ struct ConnectionTests {
         try await withTestBus { bus in
             let arrived = Fixtures.Signal()
             let server = try await bus.connect()
-            try await server.export(
-                [DBusInterface(name: "org.example.Silent1", methods: [
-                    DBusMethod(name: "Wait") { _ in
-                        arrived.fire()
-                        try await Task.sleep(for: .seconds(3600))
-                        return []
-                    }
-                ])], at: "/org/example/Silent")
+            try await server.export([Fixtures.silentInterface(arrived: arrived)], at: "/org/example/Silent")
             let client = try await bus.connect()
             let destination = server.uniqueName
             let long = Task {

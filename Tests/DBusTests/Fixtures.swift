@@ -38,10 +38,12 @@ enum Fixtures {
             ])
     }
 
-    /// `org.example.Silent1.Wait()`: a method that never answers (its handler waits until cancelled).
-    static func silentInterface() -> DBusInterface {
+    /// `org.example.Silent1.Wait()`: a method that never answers (its handler waits until cancelled); each
+    /// call fires `arrived` when it reaches the handler.
+    static func silentInterface(arrived: Signal? = nil) -> DBusInterface {
         DBusInterface(name: "org.example.Silent1", methods: [
             DBusMethod(name: "Wait") { _ in
+                arrived?.fire()
                 try await Task.sleep(for: .seconds(3600))
                 return []
             }
