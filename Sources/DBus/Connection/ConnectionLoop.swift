@@ -440,10 +440,10 @@ final class ConnectionLoop: @unchecked Sendable {
                 context, nil) != 0
         else { return false }
         // No wake-up function: libdbus calls it when it queues a message or changes its dispatch status, which
-        // happens only inside libdbus calls made by the holder of the loop: on the loop thread, after each of
-        // which the loop dispatches and polls the watches afresh, or in ``runNow(_:)``, which only sends (a
-        // message libdbus cannot write at once enables the write watch, and that wakes the loop). Waking it through the eventfd cost a write, a read and a poll for every
-        // message sent.
+        // happens only inside libdbus calls made by the holder of the loop: on the loop thread, after each of which
+        // the loop dispatches and polls the watches afresh, or in ``runNow(_:)``, which only sends (a message libdbus
+        // cannot write at once enables the write watch, and that wakes the loop). Waking it through the eventfd cost
+        // a write, a read and a poll for every message sent.
         return true
     }
 
