@@ -11,19 +11,12 @@ import sys
 import tempfile
 
 import dbus
-from common import Broker, callgrind_total, compile_probe
+from common import Broker, callgrind_control, callgrind_dump, callgrind_total, compile_probe
 
 broker = os.path.abspath(sys.argv[1])
 count = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
 kinds = sys.argv[3].split(",") if len(sys.argv) > 3 else ["Ping", "Get", "Set"]
 work = tempfile.mkdtemp(prefix="settingsbus-brokerinstructions-")
-
-
-def control(pid, *arguments):
-    subprocess.run(["callgrind_control", *arguments, str(pid)], check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
-
-
 
 try:
     client = compile_probe("calls.c", work)
@@ -37,11 +30,9 @@ try:
         pid = b.process.pid
         for kind in kinds:
             subprocess.run([client, b.address, kind, "200"], check=True)
-            control(pid, "--zero")
+            callgrind_control(pid, "--zero")
             subprocess.run([client, b.address, kind, str(count)], check=True)
-            control(pid, "--dump=" + kind)
-            dumps = [os.path.join(work, name) for name in os.listdir(work) if name.startswith(f"callgrind.{pid}.")]
-            latest = max(dumps, key=os.path.getmtime)
+            latest = callgrind_dump(pid, kind, work, f"callgrind.{pid}.")
             print(f"{kind}: {callgrind_total(latest) / count:,.0f} instructions per call in the broker")
 finally:
     shutil.rmtree(work, ignore_errors=True)

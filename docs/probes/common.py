@@ -96,3 +96,17 @@ def callgrind_total(path):
         if match:
             return int(match.group(1))
     raise RuntimeError(f"no totals in {path}")
+
+
+def callgrind_control(pid, *arguments):
+    """Runs `callgrind_control` on a process under callgrind, e.g. with `--zero`."""
+    subprocess.run(["callgrind_control", *arguments, str(pid)], check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+
+
+def callgrind_dump(pid, label, directory, prefix):
+    """Has a process under callgrind write its counts since they were last zeroed; returns that profile's path,
+    the newest file in `directory` whose name starts with `prefix`."""
+    callgrind_control(pid, "--dump=" + label)
+    dumps = [os.path.join(directory, name) for name in os.listdir(directory) if name.startswith(prefix)]
+    return max(dumps, key=os.path.getmtime)

@@ -14,7 +14,7 @@ import sys
 import tempfile
 
 import dbus
-from common import Broker, callgrind_total
+from common import Broker, callgrind_control, callgrind_dump, callgrind_total
 
 broker = sys.argv[1]
 split = sys.argv.index("--")
@@ -24,13 +24,6 @@ out = sys.argv[split + 2] if len(sys.argv) > split + 2 else None
 key = "/probe/instructions/key"
 work = tempfile.mkdtemp(prefix="settingsbus-instructions-")
 profile = os.path.join(work, "callgrind.out")
-
-
-
-def dump(pid, label):
-    subprocess.run(["callgrind_control", "--dump=" + label, str(pid)], check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
-
 
 try:
     with Broker(broker) as b:
@@ -47,14 +40,11 @@ try:
             for i in range(20):  # warm up: first-use paths (metadata, caches) are left out
                 b.settings.Set(key, dbus.String(f"warm-{i}", variant_level=1))
                 subscriber.stdout.readline()
-            subprocess.run(["callgrind_control", "--zero", str(subscriber.pid)], check=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            callgrind_control(subscriber.pid, "--zero")
             for i in range(changes):
                 b.settings.Set(key, dbus.String(f"value-{i}", variant_level=1))
                 subscriber.stdout.readline()
-            dump(subscriber.pid, "changes")
-            dumps = [f for f in os.listdir(work) if f.startswith("callgrind.out.")]
-            path = max((os.path.join(work, f) for f in dumps), key=os.path.getmtime)
+            path = callgrind_dump(subscriber.pid, "changes", work, "callgrind.out.")
             print(f"{' '.join(os.path.basename(c) if i == 0 else c for i, c in enumerate(command))}: "
                   f"{callgrind_total(path) / changes:,.0f} instructions per change ({changes} changes)")
             if out:
