@@ -12,8 +12,8 @@ import Synchronization
 /// Start-up order: refuse to start if the bus name already has an owner, open the store, export the object,
 /// then request the name (so the first activated call finds the object). Shutdown (SIGTERM through the
 /// service group, idle exit, or the bus going away): stop accepting writes, finish the commits in flight,
-/// bring the backup up to date, release the name, close the connection. ``run()`` returns normally in each
-/// case.
+/// bring the backup up to date, release the name, close the connection. ``run()`` then returns normally,
+/// except after losing the bus, when it throws ``ConnectionLost``.
 ///
 /// A store that cannot be opened never stops the broker (which would make D-Bus activation or systemd start
 /// it again and again): a damaged store is moved aside and restored from its backup or started empty, and an
@@ -54,6 +54,15 @@ public final class BrokerService: Service, Sendable {
         public var description: String
     }
 
+    /// Why the broker stopped serving although nobody asked it to: its bus connection was lost (the bus daemon
+    /// ended, as when a session ends without stopping its services). The commits in flight were finished and
+    /// the store closed first; the executable exits non-zero, so that `Restart=on-failure` and D-Bus
+    /// activation bring a broker back on the next bus.
+    public struct ConnectionLost: Error, CustomStringConvertible {
+        /// What happened, for people.
+        public var description: String
+    }
+
     private let configuration: Configuration
     private let logger: Logger
     private let lastActivity = Atomic<Int64>(0)
@@ -68,7 +77,8 @@ public final class BrokerService: Service, Sendable {
 
     /// Runs the broker until graceful shutdown, idle exit or disconnection.
     ///
-    /// - Throws: ``StartError`` when the name is already owned, or the bus or the store cannot be opened.
+    /// - Throws: ``StartError`` when the name is already owned, or the bus or the store cannot be opened;
+    ///   ``ConnectionLost`` after a clean stop because the bus connection was lost.
     public func run() async throws {
         let connection: DBusConnection
         do {
@@ -152,6 +162,11 @@ public final class BrokerService: Service, Sendable {
         await connection.close()
         let finalSerial = store.serial
         logger.info("stopped", metadata: ["serial": "\(finalSerial)"])
+        if ending == .disconnected {
+            throw ConnectionLost(
+                description: "the connection to the \(configuration.bus) bus was lost; the store \(store.path) was "
+                    + "closed at serial \(finalSerial)")
+        }
     }
 
     /// Logs how the store was opened: an error naming the files when it was recovered or is read-only.

@@ -136,6 +136,15 @@ public final class TestBus: Sendable {
         try? FileManager.default.removeItem(at: directory)
     }
 
+    /// Kills the daemon with SIGKILL, as a session that ends without stopping its services does, waits for it
+    /// to exit and removes the temporary directory.
+    public func kill() async {
+        guard stopped.set() else { return }
+        daemon.signal(SIGKILL)
+        _ = await daemon.waitForExit()
+        try? FileManager.default.removeItem(at: directory)
+    }
+
     deinit {
         if stopped.set() {
             daemon.signal(SIGTERM)

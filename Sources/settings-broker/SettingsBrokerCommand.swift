@@ -86,8 +86,14 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
         } catch let error as BrokerService.StartError {
             logger.critical("\(error.description)")
             throw ExitCode(1)
+        } catch let error as BrokerService.ConnectionLost {
+            logger.error("\(error.description)")
+            throw ExitCode(Self.connectionLostStatus)
         }
     }
+
+    /// The exit status after the bus connection was lost (the store closed cleanly first).
+    static let connectionLostStatus: Int32 = 3
 
     /// `$XDG_CONFIG_HOME/settingsbus/settings.db`, with `~/.config` when the variable is unset or empty.
     static func defaultStorePath() -> String {

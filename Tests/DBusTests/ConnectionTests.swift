@@ -202,6 +202,28 @@ struct ConnectionTests {
         }
     }
 
+    /// A bus daemon that dies (a session ending without SIGTERM to its services) ends the connection: pending
+    /// calls fail with `Disconnected` and ``DBusConnection/waitUntilClosed()`` returns.
+    @Test func aDaemonThatDiesEndsTheConnection() async throws {
+        let bus = try await TestBus.start()
+        let connection = try await bus.connect()
+        try await connection.export([Fixtures.silentInterface()], at: "/org/example/Silent")
+        let client = try await bus.connect()
+        let destination = connection.uniqueName
+        let pending = Task {
+            try await client.call(
+                destination: destination, path: "/org/example/Silent", interface: "org.example.Silent1",
+                member: "Wait", timeout: .seconds(120))
+        }
+        // When: the daemon is killed (no chance to say goodbye).
+        await bus.kill()
+        // Then: both connections end on their own, and the pending call fails.
+        await connection.waitUntilClosed()
+        await client.waitUntilClosed()
+        let error = await #expect(throws: DBusError.self) { try await pending.value }
+        #expect(error?.name == .disconnected)
+    }
+
     @Test func invalidArgumentsAreRefusedBeforeLibdbusSeesThem() async throws {
         try await withTestBus { bus in
             let connection = try await bus.connect()

@@ -155,6 +155,38 @@ struct LifecycleTests {
         }
     }
 
+    /// A session that ends without SIGTERM to its services: the broker notices the lost bus, closes its store
+    /// and exits 3, and every acknowledged write is in the store.
+    @Test func aBrokerWhoseBusDiesExitsAndKeepsEveryAcknowledgedWrite() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let store = directory.url.appendingPathComponent("settings.db").path
+        let bus = try await TestBus.start()
+        let broker = try await TestBroker.start(on: bus, storePath: store)
+        for index in 0..<10 {
+            let set = try await Peers.dbusSend(bus, "Set", ["string:/lost/k\(index)", "variant:int32:\(index)"])
+            #expect(set.status == 0, "\(set.stderr)")
+        }
+
+        // When: the bus daemon is killed.
+        await bus.kill()
+
+        // Then: the broker exits on its own, with status 3 and a log line saying why.
+        let status = await broker.process.waitForExit()
+        #expect(status == 3, "\(broker.log())")
+        #expect(broker.log().contains("the connection to the"), "\(broker.log())")
+        // And: a broker on a new bus serves every acknowledged write.
+        try await withTestBus { next in
+            let restarted = try await TestBroker.start(on: next, storePath: store)
+            let connection = try await next.connect()
+            let tree = try await connection.settings("ReadTree", [.string("/lost/")])
+            for index in 0..<10 { #expect(tree.first?["/lost/k\(index)"] == .int32(Int32(index))) }
+            await connection.close()
+            #expect(await restarted.stop() == 0)
+        }
+        await broker.stop()
+    }
+
     @Test func aSecondBrokerOnTheSameBusExitsSayingTheNameIsOwned() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }

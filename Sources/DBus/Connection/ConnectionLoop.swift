@@ -217,6 +217,9 @@ final class ConnectionLoop: @unchecked Sendable {
             if shouldExit || connection == nil { return }
             dispatchAll()
             runDispatchedWork()
+            // The connection may have ended while dispatching (the bus's `Disconnected`): then nothing is left to
+            // poll but the eventfd, and waiting on it alone would never end.
+            if shouldExit || connection == nil { return }
             // Jobs queued on this thread (by the work above, by handlers, by tasks on the connection's
             // executor) woke nothing: poll without waiting, so that they run next and reading still goes on.
             pollOnce(waiting: !hasJobs)
