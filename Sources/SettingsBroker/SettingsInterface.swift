@@ -174,18 +174,21 @@ public enum SettingsInterface {
     /// The `Changed` signal for one commit.
     ///
     /// Keys registered as secret appear in neither `values` nor `removed`: the signal's `path` still covers
-    /// them, so a watcher of such a key sees that something under its path changed and re-reads it.
+    /// them, so a watcher of such a key sees that something under its path changed and re-reads it. A commit
+    /// whose values and removed keys would take more than ``SettingsModel/SettingsBusNames/maximumSignalSize``
+    /// is announced the same way for every key it changed: `values` and `removed` empty, `path` covering them.
     public static func changedSignal(_ change: CommittedChange) -> DBusMessage {
-        .signal(
+        var values = DBusValue.dictionary(
+            key: .string, value: .variant,
+            change.values.map { DBusDictEntry(key: .string($0.key), value: .variant($0.value)) })
+        var removed = DBusValue.array(.string, change.removed.map(DBusValue.string))
+        if values.approximateSize + removed.approximateSize > SettingsBusNames.maximumSignalSize {
+            values = .dictionary(key: .string, value: .variant, [])
+            removed = .array(.string, [])
+        }
+        return .signal(
             path: SettingsBusNames.objectPath, interface: SettingsBusNames.interface, member: "Changed",
-            body: [
-                .string(change.path.rawValue),
-                .dictionary(
-                    key: .string, value: .variant,
-                    change.values.map { DBusDictEntry(key: .string($0.key), value: .variant($0.value)) }),
-                .array(.string, change.removed.map(DBusValue.string)), .uint64(change.serial),
-                .string(change.origin),
-            ])
+            body: [.string(change.path.rawValue), values, removed, .uint64(change.serial), .string(change.origin)])
     }
 
     // MARK: - Argument helpers

@@ -418,9 +418,9 @@ final class WatchHub: Sendable {
     ///   again, signals handed to the task are still waiting, or the key must be read (see ``apply(_:to:)``).
     private func applyNow(_ message: DBusMessage, to location: SettingLocation) -> Bool {
         guard let (update, _, serial) = Self.update(from: message, for: location) else { return true }
-        // A key's update holds nothing but that key: an empty one does not carry it.
-        var needsRead = false
-        if case .key = location, update.values.isEmpty, update.removed.isEmpty { needsRead = true }
+        // An update that carries nothing for the location (a secret key's change, or a commit too large for one
+        // signal) must be read: the follow task does that.
+        let needsRead = update.values.isEmpty && update.removed.isEmpty
         return state.withLock { state in
             // One visit to the watch both decides and records.
             let outcome = state.withWatch(at: location) { watch -> (now: Bool, recorded: Bool) in
@@ -440,7 +440,8 @@ final class WatchHub: Sendable {
     private func apply(_ message: DBusMessage, to location: SettingLocation) async {
         guard let parsed = Self.update(from: message, for: location) else { return }
         var update = parsed.update
-        let (path, serial) = (parsed.path, parsed.serial)
+        let path = parsed.path
+        var serial = parsed.serial
         // A secret key's change carries no value. Alone in its commit it names the key as the signal's path;
         // with other keys, the signal names their common directory and the key may or may not have changed.
         // Either way, read it; from a directory's signal, report it only if it differs from the local copy.
@@ -451,6 +452,18 @@ final class WatchHub: Sendable {
             if path == key.rawValue || value != known {
                 if let value { update.values[key] = value } else { update.removed.insert(key) }
             }
+        }
+        // A directory's signal that carries none of its keys (a commit too large for one signal, or secret keys
+        // alone) says only that something under its path changed: read the directory and report what differs
+        // from the local copy.
+        if case .directory = location, update.values.isEmpty, update.removed.isEmpty {
+            guard let snapshot = try? await read(location), snapshot.serial >= serial else { return }
+            let known = state.withLock { $0.watches[location]?.values ?? [:] }
+            for (key, value) in snapshot.values where known[key] != value { update.values[key] = value }
+            for key in known.keys where snapshot.values[key] == nil { update.removed.insert(key) }
+            // The read may be newer than the signal: signals up to its serial are in it already.
+            serial = snapshot.serial
+            update.serial = serial
         }
         state.withLock { state in Self.record(update, serial: serial, in: &state, at: location) }
     }

@@ -37,7 +37,8 @@ extension SettingSchema {
     /// own checks, a range only on a numeric type with bounds of that type in order, and choices of that type.
     ///
     /// - Parameter key: The key the schema is for, named in messages if given.
-    /// - Throws: ``SettingsError`` with code ``SettingsError/Code/invalidValue`` saying what is wrong.
+    /// - Throws: ``SettingsError`` with code ``SettingsError/Code/invalidValue`` saying what is wrong, or
+    ///   ``SettingsError/Code/tooLarge`` when its values exceed the limits of stored values.
     public func validate(for key: SettingPath? = nil) throws(SettingsError) {
         let subject = key.map { "schema for \($0)" } ?? "schema"
         func invalid(_ problem: String) -> SettingsError { .invalidValue("invalid \(subject): \(problem)") }
@@ -53,6 +54,7 @@ extension SettingSchema {
         do { try defaultValue.validate() } catch {
             throw invalid("the default value is not a valid D-Bus value: \(error.message)")
         }
+        try checkLimits(subject)
         if let range {
             guard NumericComparison.isNumeric(type) else {
                 throw invalid("a range is only allowed on numeric types (y n q i u x t d), not on '\(type)'")
@@ -75,6 +77,36 @@ extension SettingSchema {
             try check(defaultValue, for: nil)
         } catch {
             throw invalid("the default value does not pass the schema's checks: \(error.message)")
+        }
+    }
+
+    /// Checks that the schema's values obey the limits of stored values: the default nests at most
+    /// ``SettingsBusNames/maximumValueDepth`` levels, each choice one level less (`Describe` sends the choices
+    /// inside an array), and default, choices and range together take at most
+    /// ``SettingsBusNames/maximumSchemaSize`` bytes.
+    private func checkLimits(_ subject: String) throws(SettingsError) {
+        let maximumDepth = SettingsBusNames.maximumValueDepth
+        let depth = defaultValue.nestingDepth
+        guard depth <= maximumDepth else {
+            throw .tooLarge(
+                "\(subject): the default value nests containers \(depth) levels deep; a default, like any stored "
+                    + "value, nests at most \(maximumDepth) levels")
+        }
+        var size = defaultValue.approximateSize
+        for choice in choices ?? [] {
+            let depth = choice.nestingDepth
+            guard depth < maximumDepth else {
+                throw .tooLarge(
+                    "\(subject): the choice \(Self.show(choice)) nests containers \(depth) levels deep; a choice "
+                        + "nests at most \(maximumDepth - 1) levels")
+            }
+            size += choice.approximateSize
+        }
+        if let range { size += range.min.approximateSize + range.max.approximateSize }
+        guard size <= SettingsBusNames.maximumSchemaSize else {
+            throw .tooLarge(
+                "\(subject): its default\(choices == nil ? "" : " and choices") take about \(size) bytes; a schema's "
+                    + "values take at most \(SettingsBusNames.maximumSchemaSize) bytes (1 MiB), like one stored value")
         }
     }
 

@@ -49,4 +49,19 @@ public enum SettingsBusNames {
     /// 128 MiB (the protocol's maximum) on the session bus. One read of a large store (`ReadTree` of `/`) would
     /// then cut the broker off from every client; it is refused with `TooLarge` instead.
     public static let maximumReplySize = 32 << 20
+
+    /// The most a `Changed` signal carries of values and removed keys, in bytes as
+    /// ``DBus/DBusValue/approximateSize`` counts them: 4 MiB.
+    ///
+    /// A signal goes to every watcher of its path, and a bus daemon disconnects a peer that sends a message over
+    /// its limit. A commit whose new values would take more (a `Reset` of a directory of keys with large
+    /// defaults, an `Apply` of many large values) is announced by a `Changed` signal with empty `values` and
+    /// `removed`: its `path` still covers every changed key, and watchers read what changed. One value (at most
+    /// ``maximumValueSize``) always fits.
+    public static let maximumSignalSize = 4 << 20
+
+    /// The most the values of one schema (its default, choices and range) take together, in bytes as
+    /// ``DBus/DBusValue/approximateSize`` counts them: 1 MiB, the same as one value, so that `Describe` of
+    /// any key fits in its reply.
+    public static let maximumSchemaSize = 1 << 20
 }

@@ -100,6 +100,14 @@ struct BadInputTests {
         gdbus("61 nested variants", "Set", ["/bad/deep", deepVariants], settingsError + "TooLarge"),
         dbusSend("34 nested arrays in text", "SetFromString", ["string:/bad/deep", "string:\(deepArrays)"],
                  settingsError + "TooLarge"),
+        // Registered defaults and choices obey the same limits as values.
+        python("default over 1 MiB", "Register", "ssva{sv}", "('/bad/reg', 'ay', blob(2 * 1024 * 1024), {})",
+               settingsError + "TooLarge"),
+        python("default of 61 nested variants", "Register", "ssva{sv}", "('/bad/reg', 'v', variants(62), {})",
+               settingsError + "TooLarge"),
+        python("choices over 1 MiB together", "Register", "ssva{sv}",
+               "('/bad/reg', 's', dbus.String('a', variant_level=1), {'choices': dbus.Array(['a', 'x' * 600000, 'y' * 600000], signature='s', variant_level=1)})",
+               settingsError + "TooLarge"),
         // 140 levels: the bus refuses the message itself and disconnects the sender; the broker never sees
         // it, which the checks after the table show.
         python("140 levels", "Set", "sv", "('/bad/deep', nested(70))", "org.freedesktop.DBus.Error.Disconnected"),
