@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 public import DBus
+import Dispatch
 import SettingsModel
 
 /// The `io.github.settingsbus.Settings1` interface: the D-Bus face of a ``SettingsStore``.
@@ -93,20 +94,13 @@ public enum SettingsInterface {
                 }
                 return Changeset(sets: [(try key(call.arguments[0]), value)], origin: origin(call))
             },
-            write("SetFromString", [.init("key", .string), .init("text", .string)]) { call throws(SettingsError) in
-                let key = try key(call.arguments[0])
-                guard case .string(let text) = call.arguments[1] else {
-                    throw .invalidValue("SetFromString takes a string as its second argument")
-                }
-                let registered = try? store.describe(key).schema?.type
-                let value: DBusValue
-                do throws(GVariantTextError) {
-                    value = try GVariantText.parse(text, as: registered)
-                } catch {
-                    throw error.settingsError(for: key)
-                }
-                return Changeset(sets: [(key, value)], origin: origin(call))
-            },
+            DBusMethod(
+                name: "SetFromString", inputs: [.init("key", .string), .init("text", .string)],
+                outputs: [.init("serial", .uint64)],
+                deferred: { call, reply in
+                    activity()
+                    setFromString(call, reply, store: store)
+                }),
             method(
                 "Apply", [.init("set", stringMap), .init("reset", .array(.string)), .init("options", stringMap)],
                 [.init("serial", .uint64)]
@@ -189,6 +183,56 @@ public enum SettingsInterface {
         return .signal(
             path: SettingsBusNames.objectPath, interface: SettingsBusNames.interface, member: "Changed",
             body: [.string(change.path.rawValue), values, removed, .uint64(change.serial), .string(change.origin)])
+    }
+
+    // MARK: - SetFromString
+
+    /// The longest text `SetFromString` parses, in UTF-8 bytes: 8 MiB, eight times the largest value (the
+    /// text of a byte array takes about six bytes per element). Longer text is refused before it is parsed.
+    static let maximumTextSize = 8 * SettingsBusNames.maximumValueSize
+
+    /// Text up to this many bytes is parsed on the connection's thread (a few microseconds); longer text on a
+    /// dispatch queue, so that the connection goes on serving other clients while it is parsed.
+    static let inlineParseLimit = 16 * 1024
+
+    /// Checks the key and the text's size on the connection's thread, parses the text there when it is short
+    /// and on a dispatch queue otherwise, then submits the write like `Set`.
+    private static func setFromString(_ call: DBusMethodCall, _ reply: DBusReply, store: SettingsStore) {
+        @Sendable func fail(_ error: SettingsError) { reply.send(.failure(error.dbusError)) }
+        let key: SettingPath
+        do throws(SettingsError) {
+            key = try self.key(call.arguments[0])
+        } catch {
+            return fail(error)
+        }
+        guard case .string(let text) = call.arguments[1] else {
+            return fail(.invalidValue("SetFromString takes a string as its second argument"))
+        }
+        let size = text.utf8.count
+        guard size <= maximumTextSize else {
+            return fail(
+                .tooLarge(
+                    "the text for \(key) is \(size) bytes; SetFromString parses text of at most \(maximumTextSize) "
+                        + "bytes (8 MiB), and a value is at most \(SettingsBusNames.maximumValueSize) bytes (1 MiB)"))
+        }
+        let writer = origin(call)
+        @Sendable func parseAndSubmit(runner: SettingsStore.CommitRunner?) {
+            let registered = try? store.describe(key).schema?.type
+            let value: DBusValue
+            do throws(GVariantTextError) {
+                value = try GVariantText.parse(text, as: registered)
+            } catch {
+                return fail(error.settingsError(for: key))
+            }
+            store.submit(Changeset(sets: [(key, value)], origin: writer), runner: runner) { result in
+                reply.send(result.map { [.uint64($0)] }.mapError { $0.dbusError })
+            }
+        }
+        if size <= inlineParseLimit {
+            parseAndSubmit(runner: reply.afterDispatch)
+        } else {
+            DispatchQueue.global(qos: .userInitiated).async { parseAndSubmit(runner: nil) }
+        }
     }
 
     // MARK: - Argument helpers

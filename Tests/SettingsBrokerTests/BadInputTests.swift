@@ -213,4 +213,22 @@ struct BadInputTests {
             #expect(await broker.stop() == 0)
         }
     }
+
+    /// A text too long to be a value is refused by its size before it is parsed, with a message that says so,
+    /// and the broker goes on serving.
+    @Test func aHugeTextIsRefusedBeforeItIsParsed() async throws {
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus)
+            let result = try await Peers.python(
+                bus, "SetFromString", signature: "ss", "('/bad/huge', \"'\" + 'x' * (20 * 1024 * 1024) + \"'\")")
+            let reported = try #require(ReportedError(result), "\(result.stderr.prefix(500))")
+            #expect(reported.name == Self.settingsError + "TooLarge")
+            #expect(reported.message.contains("parses text of at most"), "\(reported.message.prefix(500))")
+            let connection = try await bus.connect()
+            #expect(try await connection.settings("Set", [.string("/bad/after"), .variant(.int32(1))]).count == 1)
+            await connection.close()
+            #expect(await broker.stop() == 0)
+        }
+    }
+
 }
