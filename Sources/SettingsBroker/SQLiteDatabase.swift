@@ -79,6 +79,12 @@ final class SQLiteDatabase: @unchecked Sendable {
     /// - Parameter busyTimeout: how long a statement waits for a lock another connection holds.
     init(path: String, readOnly: Bool = false, busyTimeout: Duration = .seconds(5)) throws(SQLiteError) {
         self.path = path
+        let milliseconds = busyTimeout.components.seconds * 1000 + busyTimeout.components.attoseconds / 1_000_000_000_000_000
+        busyMilliseconds = Int32(clamping: milliseconds)
+        connection = Locked(try Self.open(path, readOnly: readOnly, busyMilliseconds: busyMilliseconds))
+    }
+
+    private static func open(_ path: String, readOnly: Bool, busyMilliseconds: Int32) throws(SQLiteError) -> SQLiteConnection {
         var handle: OpaquePointer?
         let flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
             | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
@@ -89,10 +95,35 @@ final class SQLiteDatabase: @unchecked Sendable {
             throw error
         }
         sqlite3_extended_result_codes(handle, 1)
-        let milliseconds = busyTimeout.components.seconds * 1000 + busyTimeout.components.attoseconds / 1_000_000_000_000_000
-        busyMilliseconds = Int32(clamping: milliseconds)
         sqlite3_busy_timeout(handle, busyMilliseconds)
-        connection = Locked(SQLiteConnection(handle: handle))
+        return SQLiteConnection(handle: handle)
+    }
+
+    /// Replaces the connection with a new one to the same path, in one use of the lock: `beforeClosing` runs
+    /// with the old connection (to copy what it holds), the old one is closed, `afterClosing` runs (to put a
+    /// file in place), then the file at ``path`` is opened read-write and `configure` runs with it. When `beforeClosing` throws, the old connection stays;
+    /// when anything after it throws, the connection is left closed.
+    func reopen(
+        beforeClosing: (SQLiteConnection) throws -> Void, afterClosing: () throws -> Void,
+        configure: (SQLiteConnection) throws -> Void
+    ) throws {
+        try connection.withLock { connection in
+            guard let old = connection else {
+                throw SQLiteError(code: SQLITE_MISUSE, message: "the connection to \(path) is closed")
+            }
+            try beforeClosing(old)
+            connection = nil
+            try old.close()
+            try afterClosing()
+            let fresh = try Self.open(path, readOnly: false, busyMilliseconds: busyMilliseconds)
+            do {
+                try configure(fresh)
+            } catch {
+                try? fresh.close()
+                throw error
+            }
+            connection = fresh
+        }
     }
 
     deinit {

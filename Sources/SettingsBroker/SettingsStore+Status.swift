@@ -17,8 +17,9 @@ extension SettingsStore {
     /// `writable` (b), `durability` (s), `serial` (t), `keys` (u), `schemas` (u), `unreadable` (u, stored
     /// entries that could not be read and are kept untouched); when there is something to say: `problem` (s),
     /// `damaged-file` (s), `damaged-backup` (s), `source` (s: where the values came from after a problem:
-    /// `store`, `backup` or `empty`), `backup` (s, the backup file), `backup-serial` (t) and `backup-time`
-    /// (x, seconds since 1970).
+    /// `store`, `backup` or `empty`), `backup` (s, the backup file), `backup-serial` (t), `backup-time`
+    /// (x, seconds since 1970) and `restored` (s: the store file was removed or replaced while the broker ran
+    /// and was written back from its open copy, and when).
     public func status() -> [String: DBusValue] {
         let condition = persistence.condition
         var status: [String: DBusValue] = [
@@ -35,6 +36,7 @@ extension SettingsStore {
             status["problem"] = .string(problem)
             status["source"] = .string(condition.source.rawValue)
         }
+        if let note = persistence.restored.withLock({ $0 }) { status["restored"] = .string(note) }
         if let file = condition.damagedFile { status["damaged-file"] = .string(file) }
         if let file = condition.damagedBackup { status["damaged-backup"] = .string(file) }
         if let backup = persistence.backup.current() {

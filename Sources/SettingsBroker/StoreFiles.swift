@@ -193,13 +193,34 @@ enum StoreFiles {
         return parent.isEmpty ? "/" : String(parent)
     }
 
-    /// Creates a directory and any missing parents, as `mkdir -p` does.
-    static func makeDirectories(_ path: String) throws(Failure) {
+    /// Creates the store's own folder, readable by its owner only (`0700`), if it is missing.
+    ///
+    /// Only that folder is made: a missing parent (a home folder that is not there, a mount that is not
+    /// mounted) is an error, not something to create.
+    static func makeStoreDirectory(_ path: String) throws(Failure) {
         if case .other("directory") = kind(of: path) { return }
         let parent = directory(of: path)
-        if parent != path, parent != ".", parent != "/" { try makeDirectories(parent) }
-        guard mkdir(path, 0o755) == 0 || errno == EEXIST else {
+        if parent != path, parent != ".", case .missing = kind(of: parent) {
+            throw Failure(
+                "cannot create \(path): its parent \(parent) does not exist (the broker makes only the store's own "
+                    + "folder)")
+        }
+        guard mkdir(path, 0o700) == 0 || errno == EEXIST else {
             throw Failure("cannot create \(path): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// A file's device and inode: what tells the same file from another one put at its path.
+    struct Identity: Equatable, Sendable {
+        var device: UInt64
+        var inode: UInt64
+
+        /// The identity of the file at `path`, nil when there is none.
+        init?(of path: String) {
+            var info = stat()
+            guard stat(path, &info) == 0 else { return nil }
+            device = UInt64(info.st_dev)
+            inode = UInt64(info.st_ino)
         }
     }
 

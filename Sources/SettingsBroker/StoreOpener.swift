@@ -53,7 +53,7 @@ struct StoreOpener {
     func open() -> Opened {
         let directory = StoreFiles.directory(of: path)
         do {
-            try StoreFiles.makeDirectories(directory)
+            try StoreFiles.makeStoreDirectory(directory)
         } catch {
             let reason = Self.obstacle(to: directory) ?? Self.describe(error)
             return readOnly("cannot create the store's directory \(directory): \(reason)", readStore: false)

@@ -35,6 +35,13 @@ final class StorePersistence: Sendable {
     private let database: SQLiteDatabase?
     /// What opening read, handed over once by ``load()``.
     private let initialContents: Locked<Contents?>
+    /// The lock that makes this broker the store's only owner (nil when it could not be taken because the
+    /// folder cannot be written: the store is then read-only).
+    private let lock: StoreLock?
+    /// The file the connection has open: a commit first checks that it is still the one at ``path``.
+    private let identity: Locked<StoreFiles.Identity?>
+    /// What happened when the store file was found removed or replaced and was written back, for `Status`.
+    let restored = Locked<String?>(nil)
 
     /// The layout version written in `meta`.
     ///
@@ -44,9 +51,27 @@ final class StorePersistence: Sendable {
 
     /// Opens the store at `path`, creating it if needed and recovering it if it is damaged.
     ///
-    /// - Throws: never at present: every failure to open ends in a read-only store whose ``condition`` says
-    ///   why. The signature keeps the room to refuse.
+    /// It first makes the store's own folder if it is missing and takes the store's lock (``StoreLock``),
+    /// so that of two brokers started at once on one store, on one bus or two, one opens (or creates) it and
+    /// the other is refused before it touches a file.
+    ///
+    /// - Throws: ``SettingsError`` `StoreFailure` when another process holds the store's lock. Every other
+    ///   failure to open ends in a read-only store whose ``condition`` says why.
     init(path: String, durability: Durability) throws(SettingsError) {
+        var lock: StoreLock?
+        if (try? StoreFiles.makeStoreDirectory(StoreFiles.directory(of: path))) != nil {
+            do throws(StoreLock.Failure) {
+                lock = try StoreLock.acquire(store: path)
+            } catch {
+                if case .held(let pid) = error {
+                    throw .storeFailure(
+                        "the settings store \(path) is in use by another settings-broker"
+                            + (pid.map { " (pid \($0))" } ?? "") + " (it holds \(StoreLock.path(of: path))): one "
+                            + "broker serves a store; stop that one, or give this one another --store")
+                }
+                // A lock file that cannot be made: the folder is not writable, and the store opens read-only.
+            }
+        }
         let opened = StoreOpener(path: path, durability: durability).open()
         self.path = path
         self.durability = durability
@@ -54,31 +79,36 @@ final class StorePersistence: Sendable {
         self.database = opened.database
         self.initialContents = Locked(opened.contents)
         self.backup = StoreBackup(storePath: path)
+        self.lock = lock
+        self.identity = Locked(opened.database == nil ? nil : StoreFiles.Identity(of: path))
     }
 
     /// Opens the store's own connection: WAL, the durability's `synchronous`, and the log and cache sizes.
     static func openWritable(_ path: String, durability: Durability) throws -> SQLiteDatabase {
         let database = try SQLiteDatabase(path: path)
         do {
-            try database.use { db in
-                let mode = try db.text("PRAGMA journal_mode = WAL")
-                guard mode == "wal" else {
-                    throw SQLiteError(code: SQLITE_ERROR, message: "cannot use WAL mode (the file is in \(mode ?? "no") mode)")
-                }
-                try db.execute("PRAGMA synchronous = \(durability == .full ? "FULL" : "NORMAL")")
-                // Values are served from memory; SQLite's page cache only needs the pages a commit walks.
-                try db.execute("PRAGMA cache_size = -\(cacheKiB)")
-                // The log is kept within the file made at open (``logBytes``): folded into the store before
-                // it fills that file, and cut back to it after a larger transaction.
-                let pageSize = Int(try db.integer("PRAGMA page_size") ?? 4096)
-                try db.execute("PRAGMA journal_size_limit = \(logBytes)")
-                try db.execute("PRAGMA wal_autocheckpoint = \(logPages(pageSize: pageSize))")
-            }
+            try database.use { db in try configure(db, durability: durability) }
         } catch {
             try? database.close()
             throw error
         }
         return database
+    }
+
+    /// Sets up the store's own connection: WAL, the durability's `synchronous`, the log and cache sizes.
+    static func configure(_ db: SQLiteConnection, durability: Durability) throws {
+        let mode = try db.text("PRAGMA journal_mode = WAL")
+        guard mode == "wal" else {
+            throw SQLiteError(code: SQLITE_ERROR, message: "cannot use WAL mode (the file is in \(mode ?? "no") mode)")
+        }
+        try db.execute("PRAGMA synchronous = \(durability == .full ? "FULL" : "NORMAL")")
+        // Values are served from memory; SQLite's page cache only needs the pages a commit walks.
+        try db.execute("PRAGMA cache_size = -\(cacheKiB)")
+        // The log is kept within the file made at open (``logBytes``): folded into the store before it fills
+        // that file, and cut back to it after a larger transaction.
+        let pageSize = Int(try db.integer("PRAGMA page_size") ?? 4096)
+        try db.execute("PRAGMA journal_size_limit = \(logBytes)")
+        try db.execute("PRAGMA wal_autocheckpoint = \(logPages(pageSize: pageSize))")
     }
 
     /// Opens a read-only connection (a backup, a copy, the check at start-up).
@@ -241,6 +271,7 @@ final class StorePersistence: Sendable {
                 "the settings store \(path) is read-only: \(condition.problem ?? "it cannot be written"). Fix "
                     + "that, then restart settings-broker")
         }
+        try ensureInPlace(database)
         let write = { (db: SQLiteConnection) throws in
             // Whether the last serial is left in no row: then `meta` records it (see the type's note).
             var serialNeedsMeta = false
@@ -279,6 +310,91 @@ final class StorePersistence: Sendable {
         return true
     }
 
+    // MARK: - A store removed or replaced while the broker runs
+
+    /// Checks that the file at ``path`` is still the one the connection has open (one `stat`), and writes the
+    /// store back when it is not: a cleanup script or a user who removed the store's folder, or put another
+    /// file in its place, while the broker ran.
+    ///
+    /// The connection still has the removed file open, with every acknowledged commit in it: SQLite's backup
+    /// copies it to a new file, which is synced and renamed into place (a file that replaced the store is
+    /// first moved aside as `<store>.replaced-<time>`, never deleted), the lock is taken again on a new lock
+    /// file if it went too, and the connection reopens on the new file. Nothing acknowledged is lost, and the
+    /// commit that noticed goes on.
+    ///
+    /// - Throws: ``SettingsError`` `StoreFailure` when the store cannot be written back; the commit is
+    ///   refused, and the next one tries again.
+    private func ensureInPlace(_ database: SQLiteDatabase) throws(SettingsError) {
+        guard let expected = identity.withLock({ $0 }) else { return }
+        let found = StoreFiles.Identity(of: path)
+        guard found != expected else { return }
+        let what = found == nil ? "was removed" : "was replaced by another file"
+        do {
+            let aside = try writeBack(database, replaced: found != nil)
+            let note =
+                "the settings store \(path) \(what) while the broker ran; it was written back from the broker's "
+                + "open copy at \(StoreFiles.timestamp())" + (aside.map { ", and the other file was moved to \($0)" } ?? "")
+            restored.withLock { $0 = note }
+        } catch {
+            throw .storeFailure(
+                "the settings store \(path) \(what) while the broker ran, and writing it back failed: "
+                    + "\(StoreOpener.describe(error)); writes are refused until it can be written back")
+        }
+    }
+
+    /// Writes the open store back to ``path`` (see ``ensureInPlace(_:)``); returns where a replacing file went.
+    private func writeBack(_ database: SQLiteDatabase, replaced: Bool) throws -> String? {
+        try StoreFiles.makeStoreDirectory(StoreFiles.directory(of: path))
+        if let lock, !lock.isInPlace {
+            do throws(StoreLock.Failure) {
+                try lock.renew()
+            } catch {
+                switch error {
+                case .held(let pid):
+                    throw StoreFiles.Failure("another settings-broker\(pid.map { " (pid \($0))" } ?? "") took the store")
+                case .unusable(let reason):
+                    throw StoreFiles.Failure(reason)
+                }
+            }
+        }
+        // Only the file that took the store's place moves: a `-wal` and `-shm` at the path are still the open
+        // store's, which closing it removes.
+        var aside: String?
+        if replaced {
+            let target = "\(path).replaced-\(StoreFiles.timestamp())"
+            try StoreFiles.rename(path, to: target)
+            aside = target
+        }
+        let building = path + ".restoring"
+        try database.reopen(
+            beforeClosing: { db in
+                StoreFiles.removeIfPresent(building)
+                StoreFiles.removeIfPresent(building + "-journal")
+                let copy = try SQLiteDatabase(path: building)
+                do {
+                    try copy.use { target in
+                        try db.backup(to: target)
+                        try target.execute("PRAGMA journal_mode = DELETE")
+                    }
+                    try copy.close()
+                    try StoreFiles.sync(building)
+                } catch {
+                    try? copy.close()
+                    StoreFiles.removeIfPresent(building)
+                    throw error
+                }
+            },
+            afterClosing: {
+                // Closing the old connection removed its `-wal` and `-shm` if they were still at the path.
+                StoreFiles.removeIfPresent(path + "-shm")
+                try StoreFiles.rename(building, to: path)
+                StoreFiles.syncDirectory(of: path)
+            },
+            configure: { db in try Self.configure(db, durability: durability) })
+        identity.withLock { $0 = StoreFiles.Identity(of: path) }
+        return aside
+    }
+
     /// The connection's `PRAGMA synchronous`: 2 (FULL) for ``Durability/full``, 1 (NORMAL) for
     /// ``Durability/relaxed``; nil when the store is read-only.
     func synchronousLevel() async -> Int? {
@@ -290,6 +406,7 @@ final class StorePersistence: Sendable {
     /// this fail with `StoreFailure`.
     func close() {
         try? database?.close()
+        lock?.release()
     }
 
     /// Stores one value (the statement is prepared once per connection).

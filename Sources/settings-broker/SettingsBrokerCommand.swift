@@ -71,7 +71,7 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
             }
         let service = BrokerService(
             configuration: .init(
-                bus: busChoice, storePath: store ?? Self.defaultStorePath(),
+                bus: busChoice, storePath: store ?? Self.defaultStorePathMakingConfigHome(),
                 durability: Durability(rawValue: durability) ?? .full,
                 idleExit: idleExit.map { .milliseconds(Int64($0 * 1000)) },
                 backupInterval: .milliseconds(Int64(backupInterval * 1000))),
@@ -94,6 +94,19 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
 
     /// The exit status after the bus connection was lost (the store closed cleanly first).
     static let connectionLostStatus: Int32 = 3
+
+    /// ``defaultStorePath()``, after making `$XDG_CONFIG_HOME` (`~/.config`, mode `0700`) if it is missing and
+    /// the folder above it exists: the broker makes the store's own folder, never a missing home folder.
+    static func defaultStorePathMakingConfigHome() -> String {
+        let path = defaultStorePath()
+        let config = URL(fileURLWithPath: path).deletingLastPathComponent().deletingLastPathComponent()
+        let parent = config.deletingLastPathComponent().path
+        if !FileManager.default.fileExists(atPath: config.path), FileManager.default.fileExists(atPath: parent) {
+            try? FileManager.default.createDirectory(
+                atPath: config.path, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        }
+        return path
+    }
 
     /// `$XDG_CONFIG_HOME/settingsbus/settings.db`, with `~/.config` when the variable is unset or empty.
     static func defaultStorePath() -> String {

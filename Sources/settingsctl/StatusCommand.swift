@@ -16,7 +16,7 @@ struct StatusCommand: AsyncParsableCommand {
             from the broker's properties, and the rest from its Status method: store (the file), health (ok, \
             recovered-from-backup, recovered-empty or read-only), writable, durability, keys (user values), \
             schemas, unreadable, and when there is something to say problem, source, damaged-file, \
-            damaged-backup, backup, backup-serial and backup-time (seconds since 1970). A broker without a \
+            damaged-backup, backup, backup-serial, backup-time (seconds since 1970) and restored. A broker without a \
             Status method is reported with the number of keys that have a value and 'store: not reported'. \
             Starts the broker by D-Bus activation when it is not running.
             """)
@@ -29,7 +29,7 @@ struct StatusCommand: AsyncParsableCommand {
     /// The order of the fields of `Status`; fields not listed follow, sorted.
     static let statusOrder = [
         "serial", "store", "health", "writable", "durability", "keys", "schemas", "unreadable", "problem", "source",
-        "damaged-file", "damaged-backup", "backup", "backup-serial", "backup-time",
+        "damaged-file", "damaged-backup", "backup", "backup-serial", "backup-time", "restored",
     ]
 
     func run() async throws {
