@@ -11,17 +11,30 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("NonisolatedNonsendingByDefault"),
 ]
 
+/// Packages only the tools use are resolved only with the trait `Tools` (a dependent resolves
+/// every package a dependency declares, unless each use of it is conditioned on a trait that is off).
+let tools: TargetDependencyCondition? = .when(traits: ["Tools"])
+
 let package = Package(
     name: "SettingsBus",
     products: [
         .library(name: "DBus", targets: ["DBus"]),
         .library(name: "SettingsModel", targets: ["SettingsModel"]),
-        .library(name: "SettingsBroker", targets: ["SettingsBroker"]),
         .library(name: "SettingsBus", targets: ["SettingsBus"]),
         .library(name: "SettingsBusTesting", targets: ["SettingsBusTesting"]),
         .executable(name: "settings-broker", targets: ["settings-broker"]),
         .executable(name: "settings-bench", targets: ["settings-bench"]),
         .executable(name: "settingsctl", targets: ["settingsctl"]),
+    ],
+    traits: [
+        .trait(
+            name: "Tools",
+            description: """
+                The broker, settingsctl, the benchmark and the tests, with the packages only they use \
+                (swift-argument-parser, swift-log, swift-service-lifecycle, swift-collections). On by default; an \
+                app that depends on the SettingsBus library writes `traits: []` and resolves none of them.
+                """),
+        .default(enabledTraits: ["Tools"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
@@ -56,9 +69,9 @@ let package = Package(
                 "CSQLite",
                 "DBus",
                 "SettingsModel",
-                .product(name: "OrderedCollections", package: "swift-collections"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "OrderedCollections", package: "swift-collections", condition: tools),
+                .product(name: "Logging", package: "swift-log", condition: tools),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: tools),
             ],
             swiftSettings: swiftSettings
         ),
@@ -71,10 +84,10 @@ let package = Package(
             name: "settings-broker",
             dependencies: [
                 "SettingsBroker",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser", condition: tools),
+                .product(name: "Logging", package: "swift-log", condition: tools),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: tools),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle", condition: tools),
             ],
             swiftSettings: swiftSettings
         ),
@@ -85,7 +98,7 @@ let package = Package(
                 "SettingsModel",
                 "SettingsBus",
                 "SettingsBusTesting",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser", condition: tools),
             ],
             swiftSettings: swiftSettings
         ),
@@ -95,7 +108,7 @@ let package = Package(
                 "DBus",
                 "SettingsModel",
                 "SettingsBus",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser", condition: tools),
             ],
             swiftSettings: swiftSettings
         ),
