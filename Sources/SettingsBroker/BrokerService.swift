@@ -96,7 +96,7 @@ public final class BrokerService: Service, Sendable {
 
     private func serve(on connection: DBusConnection) async throws {
         let name = SettingsBusNames.busName
-        if let owner = try await owner(of: name, on: connection) {
+        if let owner = try await connection.nameOwner(of: name) {
             throw StartError(description: "\(name) is already owned by \(owner): another settings-broker is running on this bus")
         }
         let store: SettingsStore
@@ -134,10 +134,7 @@ public final class BrokerService: Service, Sendable {
         touch()
         let interface = SettingsInterface.interface(store: store) { [weak self] in self?.touch() }
         try await connection.export([interface], at: SettingsBusNames.objectPath)
-        let reply = try await connection.call(
-            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
-            member: "RequestName", arguments: [.string(name.rawValue), .uint32(4)])
-        guard reply == [.uint32(1)] else {
+        guard try await connection.requestName(name, flags: [.doNotQueue]) == .primaryOwner else {
             throw StartError(description: "\(name) is already owned: another settings-broker is running on this bus")
         }
         let (serial, keys, schemas) = (store.serial, store.userValueCount, store.schemaCount)
@@ -155,9 +152,7 @@ public final class BrokerService: Service, Sendable {
         await store.persistence.backup.finish()
         store.persistence.close()
         if ending != .disconnected {
-            _ = try? await connection.call(
-                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
-                member: "ReleaseName", arguments: [.string(name.rawValue)], timeout: .seconds(5))
+            _ = try? await connection.releaseName(name)
         }
         await connection.close()
         let finalSerial = store.serial
@@ -203,18 +198,6 @@ public final class BrokerService: Service, Sendable {
                 "the settings store \(condition.storePath) cannot be written: serving read-only, writes fail with "
                 + "StoreFailure until the cause is fixed and the broker restarted"
             logger.error("\(message)", metadata: metadata)
-        }
-    }
-
-    private func owner(of name: BusName, on connection: DBusConnection) async throws -> String? {
-        do {
-            let reply = try await connection.call(
-                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
-                member: "GetNameOwner", arguments: [.string(name.rawValue)])
-            if case .string(let owner)? = reply.first { return owner }
-            return nil
-        } catch let error as DBusError where error.name == .nameHasNoOwner {
-            return nil
         }
     }
 

@@ -3,7 +3,7 @@
 public import DBus
 public import SettingsModel
 
-// MARK: - Calls for tools
+// MARK: - Calls for tools (package access: settingsctl, not apps)
 
 extension BusSettingsStore {
     /// Calls a method of any object on the store's bus, through the store's connection: the bus daemon
@@ -27,7 +27,7 @@ extension BusSettingsStore {
     /// - Returns: the reply's values.
     /// - Throws: ``SettingsModel/SettingsError``: the broker's own errors keep their codes; the bus's errors
     ///   become `BrokerUnavailable`, `TimedOut` or `Disconnected` as for every other call.
-    public func callOnBus(
+    package func callOnBus(
         destination: BusName, path: ObjectPath, interface: InterfaceName, member: MemberName,
         arguments: [DBusValue] = []
     ) async throws(SettingsError) -> [DBusValue] {

@@ -38,7 +38,7 @@ public struct SettingDescription: Sendable, Hashable {
     /// Reads the `a{sv}` that the broker's `Describe` returns.
     ///
     /// - Throws: `InvalidValue` when the reply is not a dictionary of the documented fields.
-    public init(key: SettingPath, describeReply reply: DBusValue) throws(SettingsError) {
+    package init(key: SettingPath, describeReply reply: DBusValue) throws(SettingsError) {
         guard case .dictionary(.string, .variant, let entries) = reply else {
             throw .invalidValue("Describe returned '\(reply.type)', not a{sv}")
         }

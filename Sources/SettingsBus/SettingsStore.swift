@@ -160,7 +160,7 @@ public struct SettingsUpdates: AsyncSequence, Sendable {
     }
 
     /// Wraps a stream whose subscription `finish` ends (the stream's continuation's `finish()`).
-    public init(_ stream: AsyncStream<SettingsUpdate>, finish: @escaping @Sendable () -> Void) {
+    package init(_ stream: AsyncStream<SettingsUpdate>, finish: @escaping @Sendable () -> Void) {
         source = .stream(stream)
         self.finish = finish
     }

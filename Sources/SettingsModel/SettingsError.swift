@@ -88,7 +88,7 @@ extension SettingsError {
         Self(.outOfRange, message, file: file, line: line)
     }
 
-    /// Makes a ``Code/notWritable`` error: the key is locked.
+    /// Makes a ``Code/notWritable`` error: the key may not be written.
     public static func notWritable(_ message: String, file: String = #fileID, line: Int = #line) -> Self {
         Self(.notWritable, message, file: file, line: line)
     }

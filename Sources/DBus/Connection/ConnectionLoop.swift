@@ -3,8 +3,9 @@
 // Design note: the threading model of a connection.
 //
 // Each libdbus connection is owned by one dedicated thread, its loop. Every libdbus call for the connection
-// runs on that thread, as a job taken from a queue; Swift tasks enqueue jobs and await continuations, so no
-// Swift task ever blocks inside libdbus. The loop polls the connection's watch file descriptors, its
+// is made by the holder of the loop's ownership lock: the loop thread, running jobs taken from a queue, or,
+// for sending only, another thread while the loop waits in `poll` (below). Swift tasks enqueue jobs and await
+// continuations, so no Swift task ever blocks inside libdbus. The loop polls the connection's watch file descriptors, its
 // timeouts, the deadlines of pending calls and an eventfd that `enqueue` writes to wake it. Received messages
 // are decoded into Swift values on the loop and then routed: replies complete pending calls, signals go to
 // the streams whose match rule they satisfy, method calls go to exported objects (whose handlers run as

@@ -5,8 +5,9 @@ import Synchronization
 
 /// A connection to a D-Bus message bus or peer.
 ///
-/// Each connection owns a private libdbus connection and a thread that runs its loop; every libdbus call
-/// happens on that thread, so Swift tasks only ever await. Method calls are async, with a per-call timeout
+/// Each connection owns a private libdbus connection and a thread that runs its loop; every libdbus call is
+/// made by that thread, or by a thread that sends while the loop waits in `poll` and holds its lock meanwhile
+/// (libdbus then writes without blocking), so Swift tasks only ever await. Method calls are async, with a per-call timeout
 /// and Task cancellation; signals arrive as ``DBusSignalStream``s; objects are exported with ``export(_:at:)``.
 ///
 /// ```swift
