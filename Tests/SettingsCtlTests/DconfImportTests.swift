@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
+import DBus
 import Foundation
 import SettingsBusTesting
 import Testing
