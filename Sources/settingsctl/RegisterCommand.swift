@@ -32,7 +32,7 @@ struct RegisterCommand: AsyncParsableCommand {
     var file: String
 
     func run() async throws {
-        let schemas = try SchemaFile(parsing: try LoadCommand.read(file)).schemas
+        let schemas = try SchemaFile.read(file)
         try await bus.withStore { store in try await store.register(schemas) }
     }
 }

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 
-import DBus
-import SettingsModel
+public import DBus
 
-/// The schema file `settingsctl register` reads: a keyfile whose groups are directories and whose lines are
+/// A schema file: what `settingsctl register` and `settingsctl check` read, and what apps install for the
+/// broker under `settingsbus/schemas/`: a keyfile whose groups are directories and whose lines are
 /// `key.field=value`.
 ///
 /// ```
@@ -21,9 +21,20 @@ import SettingsModel
 /// GVariant text read as `type`), `summary` and `description` (plain text, the rest of the line), `range`
 /// (`min,max` or `(min, max)`, each of the key's type), `choices` (a GVariant array of the key's type),
 /// `secret` (`true` or `false`). Blank lines and lines starting with `#` or `;` are skipped.
-struct SchemaFile {
+public struct SchemaFile: Sendable {
     /// The schemas, by key.
-    var schemas: [SettingPath: SettingSchema] = [:]
+    public var schemas: [SettingPath: SettingSchema] = [:]
+
+    /// What is wrong with a schema file, and on which line.
+    public struct Problem: Error, Sendable, Hashable, CustomStringConvertible {
+        /// The line, counted from 1.
+        public var line: Int
+        /// What is wrong, for people.
+        public var message: String
+
+        /// `line N: message`.
+        public var description: String { "line \(line): \(message)" }
+    }
 
     /// The fields given for one key, with the line each came from.
     private struct Fields {
@@ -31,69 +42,81 @@ struct SchemaFile {
         var firstLine: Int
     }
 
-    static let fieldNames = ["type", "default", "summary", "description", "range", "choices", "secret"]
+    /// The fields a key may have.
+    public static let fieldNames = ["type", "default", "summary", "description", "range", "choices", "secret"]
 
-    /// Reads a schema file.
+    /// Reads a schema file, and checks each schema (``SettingSchema/validate(for:)``).
     ///
-    /// - Throws: ``CtlError`` with status ``ExitStatus/invalid``, naming the line and what is wrong.
-    init(parsing text: String) throws(CtlError) {
+    /// - Throws: ``Problem``, naming the line and what is wrong.
+    public init(parsing text: String) throws(Problem) {
         var group: SettingDirectory?
         var fields: [SettingPath: Fields] = [:]
         let lines = text.split(omittingEmptySubsequences: false) { $0 == "\n" || $0 == "\r\n" }
         for (index, rawLine) in lines.enumerated() {
             let number = index + 1
-            let line = Text.trimmed(rawLine)
+            let line = Self.trimmed(rawLine)
             if line.isEmpty || line.hasPrefix("#") || line.hasPrefix(";") { continue }
             if line.hasPrefix("[") {
                 guard line.hasSuffix("]") else {
-                    throw CtlError(.invalid, "line \(number): a group line is '[/directory/]', not '\(line)'")
+                    throw Problem(line: number, message: "a group line is '[/directory/]', not '\(line)'")
                 }
                 let name = line.dropFirst().dropLast().split(separator: "/").joined(separator: "/")
                 do {
                     group = try SettingDirectory(name.isEmpty ? "/" : "/\(name)/")
                 } catch {
-                    throw CtlError(.invalid, "line \(number): \(error.message)")
+                    throw Problem(line: number, message: "\(error.message)")
                 }
                 continue
             }
             guard let equals = line.firstIndex(of: "=") else {
-                throw CtlError(
-                    .invalid, "line \(number): expected 'key.field=value' or '[/directory/]', found '\(line)'")
+                throw Problem(line: number, message: "expected 'key.field=value' or '[/directory/]', found '\(line)'")
             }
             guard let group else {
-                throw CtlError(.invalid, "line \(number): '\(line)' comes before the first [/directory/] line")
+                throw Problem(line: number, message: "'\(line)' comes before the first [/directory/] line")
             }
-            let left = Text.trimmed(line[..<equals])
-            let value = Text.trimmed(line[line.index(after: equals)...])
+            let left = Self.trimmed(line[..<equals])
+            let value = Self.trimmed(line[line.index(after: equals)...])
             guard let dot = left.lastIndex(of: ".") else {
-                throw CtlError(
-                    .invalid, "line \(number): '\(left)' names no field: write key.type, key.default, key.summary, …")
+                throw Problem(line: number, message: "'\(left)' names no field: write key.type, key.default, key.summary, …")
             }
             let field = String(left[left.index(after: dot)...])
             guard Self.fieldNames.contains(field) else {
                 let known = Self.fieldNames.joined(separator: ", ")
-                throw CtlError(.invalid, "line \(number): unknown field '\(field)'; the fields are \(known)")
+                throw Problem(line: number, message: "unknown field '\(field)'; the fields are \(known)")
             }
             let key: SettingPath
             do {
                 key = try group.key(named: String(left[..<dot]))
             } catch {
-                throw CtlError(.invalid, "line \(number): \(error.message)")
+                throw Problem(line: number, message: "\(error.message)")
             }
             fields[key, default: Fields(firstLine: number)].values[field] = (value, number)
         }
-        for (key, given) in fields {
-            schemas[key] = try Self.schema(for: key, given)
+        for (key, given) in fields.sorted(by: { $0.value.firstLine < $1.value.firstLine }) {
+            let schema = try Self.schema(for: key, given)
+            do throws(SettingsError) {
+                try schema.validate(for: key)
+            } catch {
+                throw Problem(line: given.firstLine, message: error.message)
+            }
+            schemas[key] = schema
         }
     }
 
-    private static func schema(for key: SettingPath, _ fields: Fields) throws(CtlError) -> SettingSchema {
-        func parse(_ field: String, as type: DBusType?) throws(CtlError) -> DBusValue? {
+    private static func trimmed(_ text: some StringProtocol) -> String {
+        let blank: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" }
+        guard let first = text.firstIndex(where: { !blank($0) }), let last = text.lastIndex(where: { !blank($0) })
+        else { return "" }
+        return String(text[first...last])
+    }
+
+    private static func schema(for key: SettingPath, _ fields: Fields) throws(Problem) -> SettingSchema {
+        func parse(_ field: String, as type: DBusType?) throws(Problem) -> DBusValue? {
             guard let (text, line) = fields.values[field] else { return nil }
             do {
                 return try GVariantText.parse(text, as: type)
             } catch {
-                throw CtlError(.invalid, "line \(line): \(key).\(field): \(error)")
+                throw Problem(line: line, message: "\(key).\(field): \(error)")
             }
         }
         var type: DBusType?
@@ -101,11 +124,11 @@ struct SchemaFile {
             do {
                 type = try DBusType(parsing: text)
             } catch {
-                throw CtlError(.invalid, "line \(line): \(key).type '\(text)' is not one D-Bus type: \(error.message)")
+                throw Problem(line: line, message: "\(key).type '\(text)' is not one D-Bus type: \(error.message)")
             }
         }
         guard let defaultValue = try parse("default", as: type) else {
-            throw CtlError(.invalid, "line \(fields.firstLine): \(key) has no default: add \(key.name).default=…")
+            throw Problem(line: fields.firstLine, message: "\(key) has no default: add \(key.name).default=…")
         }
         let keyType = type ?? defaultValue.type
         var schema = SettingSchema(type: keyType, defaultValue: defaultValue)
@@ -117,10 +140,10 @@ struct SchemaFile {
             do {
                 parsed = try GVariantText.parse(tuple, as: .structure([keyType, keyType]))
             } catch {
-                throw CtlError(.invalid, "line \(line): \(key).range takes min,max of type '\(keyType)': \(error)")
+                throw Problem(line: line, message: "\(key).range takes min,max of type '\(keyType)': \(error)")
             }
             guard case .structure(let bounds) = parsed, bounds.count == 2 else {
-                throw CtlError(.invalid, "line \(line): \(key).range is not a pair")
+                throw Problem(line: line, message: "\(key).range is not a pair")
             }
             schema.range = SettingRange(min: bounds[0], max: bounds[1])
         }
@@ -129,7 +152,7 @@ struct SchemaFile {
         }
         if let (text, line) = fields.values["secret"] {
             guard text == "true" || text == "false" else {
-                throw CtlError(.invalid, "line \(line): \(key).secret is true or false, not '\(text)'")
+                throw Problem(line: line, message: "\(key).secret is true or false, not '\(text)'")
             }
             schema.isSecret = text == "true"
         }
