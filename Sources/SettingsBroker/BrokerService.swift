@@ -31,6 +31,15 @@ public final class BrokerService: Service, Sendable {
         public var idleExit: Duration?
         /// The least time between two backups of the store while commits go on (see `StoreBackup`).
         public var backupInterval: Duration
+        /// The folders of schema files that apps install, first first (see `VendorSchemas`).
+        public var schemaDirectories: [String]
+
+        /// The folders of schema files searched when none is given: `settingsbus/schemas` under
+        /// `$XDG_DATA_HOME` (`~/.local/share`) and under each folder of `$XDG_DATA_DIRS`
+        /// (`/usr/local/share:/usr/share`), in that order.
+        public static func defaultSchemaDirectories(environment: [String: String]) -> [String] {
+            VendorSchemas.defaultDirectories(environment: environment)
+        }
 
         /// The default ``backupInterval``: 15 minutes.
         public static let defaultBackupInterval: Duration = .seconds(900)
@@ -38,8 +47,9 @@ public final class BrokerService: Service, Sendable {
         /// Makes a configuration.
         public init(
             bus: DBusConnection.Bus, storePath: String, durability: Durability = .full, idleExit: Duration? = nil,
-            backupInterval: Duration = Configuration.defaultBackupInterval
+            backupInterval: Duration = Configuration.defaultBackupInterval, schemaDirectories: [String] = []
         ) {
+            self.schemaDirectories = schemaDirectories
             self.bus = bus
             self.storePath = storePath
             self.durability = durability
@@ -131,8 +141,20 @@ public final class BrokerService: Service, Sendable {
                 }
             }
         }
+        let vendor = VendorSchemas(directories: configuration.schemaDirectories, store: store) { [logger] event in
+            switch event {
+            case .registered(let file, let keys):
+                logger.info("registered the schemas of a schema file", metadata: ["file": "\(file)", "keys": "\(keys)"])
+            case .skipped(let problem):
+                var metadata: Logger.Metadata = ["file": "\(problem.file)", "problem": "\(problem.message)"]
+                if let line = problem.line { metadata["line"] = "\(line)" }
+                logger.error("a schema file was skipped; the schemas it registered before stay", metadata: metadata)
+            }
+        }
+        await vendor.start()
         touch()
-        let interface = SettingsInterface.interface(store: store) { [weak self] in self?.touch() }
+        let interface = SettingsInterface.interface(
+            store: store, activity: { [weak self] in self?.touch() }, moreStatus: { vendor.status() })
         try await connection.export([interface], at: SettingsBusNames.objectPath)
         guard try await connection.requestName(name, flags: [.doNotQueue]) == .primaryOwner else {
             throw StartError(description: "\(name) is already owned: another settings-broker is running on this bus")
@@ -148,6 +170,7 @@ public final class BrokerService: Service, Sendable {
 
         let ending = await waitForEnding(connection)
         logger.info("stopping", metadata: ["reason": "\(ending)"])
+        vendor.stop()
         await store.close()
         await store.persistence.backup.finish()
         store.persistence.close()

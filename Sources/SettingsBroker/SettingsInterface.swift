@@ -17,8 +17,13 @@ public enum SettingsInterface {
 
     /// Builds the interface over a store.
     ///
-    /// - Parameter activity: called at the start of every method call (the broker's idle timer uses it).
-    public static func interface(store: SettingsStore, activity: @escaping @Sendable () -> Void = {}) -> DBusInterface {
+    /// - Parameters:
+    ///   - activity: called at the start of every method call (the broker's idle timer uses it).
+    ///   - moreStatus: fields that `Status` reports beside the store's own (the schema files).
+    public static func interface(
+        store: SettingsStore, activity: @escaping @Sendable () -> Void = {},
+        moreStatus: @escaping @Sendable () -> [String: DBusValue] = { [:] }
+    ) -> DBusInterface {
         func method(
             _ name: MemberName, _ inputs: [DBusArgument], _ outputs: [DBusArgument],
             _ body: @escaping @Sendable (DBusMethodCall) async throws(SettingsError) -> [DBusValue]
@@ -145,7 +150,7 @@ public enum SettingsInterface {
                 [SchemaCoding.describe(try store.describe(try key(call.arguments[0])))]
             },
             method("Status", [], [.init("status", stringMap)]) { _ throws(SettingsError) in
-                [valueMap(store.status())]
+                [valueMap(store.status().merging(moreStatus()) { own, _ in own })]
             },
         ]
         return DBusInterface(

@@ -118,8 +118,12 @@ public final class TestBroker: Sendable {
             let process: ChildProcess
             do {
                 defer { close(logFD) }
+                // Schema files only from where the test says: never the ones installed on the machine.
+                let schemas =
+                    arguments.contains("--schema-dir")
+                    ? [] : ["--schema-dir", directory.appendingPathComponent("schemas").path]
                 process = try ChildProcess.spawn(
-                    executable, ["--bus", bus.address, "--store", store] + arguments,
+                    executable, ["--bus", bus.address, "--store", store] + schemas + arguments,
                     environment: ProcessInfo.processInfo.environment.merging(bus.environment) { _, new in new },
                     stdout: logFD, stderr: logFD)
             } catch {
@@ -274,9 +278,11 @@ extension TestBus {
     ///   - arguments: more command-line arguments.
     /// - Throws: ``TestProcess/Failure`` when the executable is missing; an error writing the file.
     public func installBrokerService(storePath: String, arguments: [String] = []) throws {
+        // Schema files only from where the test says: never the ones installed on the machine.
+        let schemas = arguments.contains("--schema-dir") ? [] : ["--schema-dir", storePath + ".schemas"]
         try installService(
             name: TestBroker.busName.rawValue,
-            command: [try TestBroker.executablePath(), "--bus", address, "--store", storePath] + arguments)
+            command: [try TestBroker.executablePath(), "--bus", address, "--store", storePath] + schemas + arguments)
     }
 }
 

@@ -41,6 +41,16 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
             """)
     var backupInterval: Double = 900
 
+    @Option(
+        name: .customLong("schema-dir"),
+        help: ArgumentHelp(
+            """
+            A folder of schema files (*.schema) that apps install; repeat for more, the first first. Default: \
+            settingsbus/schemas under $XDG_DATA_HOME (~/.local/share) and under each folder of $XDG_DATA_DIRS \
+            (/usr/local/share:/usr/share).
+            """, valueName: "dir"))
+    var schemaDirectories: [String] = []
+
     @Option(help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String = "info"
 
@@ -74,7 +84,10 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
                 bus: busChoice, storePath: store ?? Self.defaultStorePathMakingConfigHome(),
                 durability: Durability(rawValue: durability) ?? .full,
                 idleExit: idleExit.map { .milliseconds(Int64($0 * 1000)) },
-                backupInterval: .milliseconds(Int64(backupInterval * 1000))),
+                backupInterval: .milliseconds(Int64(backupInterval * 1000)),
+                schemaDirectories: schemaDirectories.isEmpty
+                    ? BrokerService.Configuration.defaultSchemaDirectories(environment: ProcessInfo.processInfo.environment)
+                    : schemaDirectories),
             logger: logger)
         let group = ServiceGroup(
             configuration: .init(

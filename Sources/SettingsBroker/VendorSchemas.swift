@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: Apache-2.0
+
+// Design note: schema files that apps install.
+//
+// An app installs its schemas as files (`*.schema`, the format of `settingsctl register`) in
+// `$XDG_DATA_HOME/settingsbus/schemas/` or in `settingsbus/schemas/` under a folder of `$XDG_DATA_DIRS`. The
+// broker reads them all at start, before it takes its bus name, and registers them as any client's
+// `Register` would, through the same store and rules. A key given by files in two folders takes the schema of
+// the first folder in that order (`$XDG_DATA_HOME` first), as GLib does with its schema folders.
+//
+// While it runs, inotify tells it of files written, moved in, moved out or removed in those folders; 100 ms
+// after the last such event it reads every file again and registers what changed. A file that cannot be read
+// or parsed, or whose schemas the store refuses, is skipped as a whole (one commit per file): the schemas it
+// registered before stay in force, the broker logs the file and line, and `Status` lists the problem until
+// the file is fixed. A removed file's schemas stay registered. The folders are the ones that exist when the
+// broker starts.
+
+import DBus
+import Dispatch
+import FoundationEssentials
+import Glibc
+import SettingsModel
+
+/// The schema files installed by apps, registered at start and followed while the broker runs.
+final class VendorSchemas: Sendable {
+    /// A file that was skipped, and why.
+    struct Problem: Sendable, Hashable, CustomStringConvertible {
+        var file: String
+        var line: Int?
+        var message: String
+
+        var description: String { "\(file)" + (line.map { ": line \($0)" } ?? "") + ": \(message)" }
+    }
+
+    /// What happened to a file, for the log.
+    enum Event: Sendable {
+        case registered(file: String, keys: Int)
+        case skipped(Problem)
+    }
+
+    /// The folders searched, first first.
+    let directories: [String]
+    private let store: SettingsStore
+    private let report: @Sendable (Event) -> Void
+    private let queue = DispatchQueue(label: "settings-vendor-schemas")
+    private let state = Locked(State())
+
+    private struct State {
+        var files: [String] = []
+        var problems: [String: Problem] = [:]
+        var inotify: Int32 = -1
+        var source: (any DispatchSourceRead)?
+        var reloadPending = false
+        var stopped = false
+    }
+
+    init(directories: [String], store: SettingsStore, report: @escaping @Sendable (Event) -> Void) {
+        self.directories = directories
+        self.store = store
+        self.report = report
+    }
+
+    /// The folders of `$XDG_DATA_HOME` (default `~/.local/share`) and `$XDG_DATA_DIRS` (default
+    /// `/usr/local/share:/usr/share`), each with `settingsbus/schemas` appended.
+    static func defaultDirectories(environment: [String: String]) -> [String] {
+        var bases: [String] = []
+        if let home = environment["XDG_DATA_HOME"], home.hasPrefix("/") {
+            bases.append(home)
+        } else if let home = environment["HOME"], home.hasPrefix("/") {
+            bases.append(home + "/.local/share")
+        }
+        let dirs = environment["XDG_DATA_DIRS"].flatMap { $0.isEmpty ? nil : $0 } ?? "/usr/local/share:/usr/share"
+        bases += dirs.split(separator: ":").map(String.init).filter { $0.hasPrefix("/") }
+        var seen = Set<String>()
+        return bases.map { $0 + "/settingsbus/schemas" }.filter { seen.insert($0).inserted }
+    }
+
+    /// Reads and registers every file, then follows the folders; returns once the first reading is done.
+    func start() async {
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            queue.async {
+                self.reload()
+                self.watch()
+                done.resume()
+            }
+        }
+    }
+
+    /// Stops following the folders.
+    func stop() {
+        let (source, descriptor) = state.withLock { state in
+            state.stopped = true
+            defer {
+                state.source = nil
+                state.inotify = -1
+            }
+            return (state.source, state.inotify)
+        }
+        source?.cancel()
+        if source == nil, descriptor >= 0 { close(descriptor) }
+    }
+
+    /// What `Status` reports: `schema-files` (u, the files read) and `schema-problems` (as, one line per file
+    /// skipped, with its line and the reason).
+    func status() -> [String: DBusValue] {
+        state.withLock { state in
+            [
+                "schema-files": .uint32(UInt32(clamping: state.files.count)),
+                "schema-problems": .array(.string, state.problems.values.map(\.description).sorted().map(DBusValue.string)),
+            ]
+        }
+    }
+
+    // MARK: - Reading
+
+    /// Reads every file and registers what changed, file by file. Runs on ``queue``.
+    private func reload() {
+        var claimed = Set<SettingPath>()
+        var files: [String] = []
+        var problems: [String: Problem] = [:]
+        for directory in directories {
+            let names = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [])
+                .filter { $0.hasSuffix(".schema") && !$0.hasPrefix(".") }.sorted()
+            for name in names {
+                let file = directory + "/" + name
+                files.append(file)
+                if let problem = register(file, skipping: &claimed) {
+                    problems[file] = problem
+                }
+            }
+        }
+        state.withLock { state in
+            state.files = files
+            state.problems = problems
+        }
+    }
+
+    /// Registers the schemas of one file that no earlier file claimed; nil when that worked.
+    private func register(_ file: String, skipping claimed: inout Set<SettingPath>) -> Problem? {
+        let text: String
+        do {
+            text = try String(contentsOfFile: file, encoding: .utf8)
+        } catch {
+            return skip(Problem(file: file, line: nil, message: "cannot be read: \(error)"))
+        }
+        let parsed: SchemaFile
+        do throws(SchemaFile.Problem) {
+            parsed = try SchemaFile(parsing: text)
+        } catch {
+            return skip(Problem(file: file, line: error.line, message: error.message))
+        }
+        let mine = parsed.schemas.filter { !claimed.contains($0.key) }.sorted { $0.key < $1.key }
+        claimed.formUnion(mine.map(\.key))
+        let changed = mine.filter { key, schema in store.registeredSchema(key) != schema }
+        guard !changed.isEmpty else { return nil }
+        let result = Locked<Result<UInt64, SettingsError>?>(nil)
+        let semaphore = DispatchSemaphore(value: 0)
+        store.submit(Changeset(registrations: changed.map { ($0.key, $0.value) }, origin: "schema file \(file)")) {
+            outcome in
+            result.withLock { $0 = outcome }
+            semaphore.signal()
+        }
+        semaphore.wait()
+        switch result.withLock({ $0 }) {
+        case .failure(let error)?:
+            return skip(Problem(file: file, line: nil, message: error.message))
+        default:
+            report(.registered(file: file, keys: changed.count))
+            return nil
+        }
+    }
+
+    private func skip(_ problem: Problem) -> Problem {
+        let known = state.withLock { $0.problems[problem.file] }
+        if known != problem { report(.skipped(problem)) }
+        return problem
+    }
+
+    // MARK: - Following the folders
+
+    /// Starts inotify on every folder that exists. Runs on ``queue``.
+    private func watch() {
+        let descriptor = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
+        guard descriptor >= 0 else { return }
+        let mask = UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CREATE)
+        var watched = 0
+        for directory in directories where inotify_add_watch(descriptor, directory, mask) >= 0 {
+            watched += 1
+        }
+        guard watched > 0 else {
+            close(descriptor)
+            return
+        }
+        let source = DispatchSource.makeReadSource(fileDescriptor: descriptor, queue: queue)
+        source.setEventHandler { [weak self] in self?.drain(descriptor) }
+        source.setCancelHandler { close(descriptor) }
+        let started = state.withLock { state -> Bool in
+            guard !state.stopped else { return false }
+            state.inotify = descriptor
+            state.source = source
+            return true
+        }
+        guard started else {
+            close(descriptor)
+            return
+        }
+        source.resume()
+    }
+
+    /// Reads the pending events and schedules one reading of the files 100 ms later. Runs on ``queue``.
+    private func drain(_ descriptor: Int32) {
+        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+        while buffer.withUnsafeMutableBytes({ read(descriptor, $0.baseAddress, $0.count) }) > 0 {}
+        let schedule = state.withLock { state -> Bool in
+            guard !state.reloadPending, !state.stopped else { return false }
+            state.reloadPending = true
+            return true
+        }
+        guard schedule else { return }
+        queue.asyncAfter(deadline: .now() + .milliseconds(100)) {
+            self.state.withLock { $0.reloadPending = false }
+            self.reload()
+        }
+    }
+}
