@@ -29,7 +29,8 @@ struct StatusCommand: AsyncParsableCommand {
     /// The order of the fields of `Status`; fields not listed follow, sorted.
     static let statusOrder = [
         "serial", "store", "health", "writable", "durability", "keys", "schemas", "unreadable", "problem", "source",
-        "damaged-file", "damaged-backup", "backup", "backup-serial", "backup-time", "restored",
+        "damaged-file", "damaged-backup", "backup", "backup-serial", "backup-time", "restored", "schema-files",
+        "schema-problems",
     ]
 
     func run() async throws {
