@@ -8,7 +8,7 @@ import SettingsModel
 /// it is lost, and closed by ``close()``.
 ///
 /// Calls go to the broker's well-known name, so the first one starts the broker by D-Bus activation when it
-/// is not running. D-Bus errors become ``SettingsModel/SettingsError``s in one place, ``settingsError(_:)``.
+/// is not running. D-Bus errors become ``SettingsError``s in one place, ``settingsError(_:)``.
 final class BrokerLink: Sendable {
     private enum Connection {
         case none
@@ -97,7 +97,7 @@ final class BrokerLink: Sendable {
 
     /// Calls a method of the broker's `Settings1` interface.
     ///
-    /// - Throws: ``SettingsModel/SettingsError`` mapped from the reply or the failure.
+    /// - Throws: ``SettingsError`` mapped from the reply or the failure.
     func call(_ member: MemberName, _ arguments: [DBusValue]) async throws(SettingsError) -> [DBusValue] {
         let connection = try await connection()
         do {
@@ -122,7 +122,7 @@ final class BrokerLink: Sendable {
         }
     }
 
-    /// Maps a failure of a call to the broker onto a ``SettingsModel/SettingsError``.
+    /// Maps a failure of a call to the broker onto a ``SettingsError``.
     static func settingsError(_ error: any Error, bus: DBusConnection.Bus) -> SettingsError {
         if let error = error as? SettingsError { return error }
         if error is CancellationError { return SettingsError(.disconnected, "the call was cancelled") }

@@ -25,7 +25,7 @@ extension BusSettingsStore {
     ///   - member: the method.
     ///   - arguments: the arguments.
     /// - Returns: the reply's values.
-    /// - Throws: ``SettingsModel/SettingsError``: the broker's own errors keep their codes; the bus's errors
+    /// - Throws: ``SettingsError``: the broker's own errors keep their codes; the bus's errors
     ///   become `BrokerUnavailable`, `TimedOut` or `Disconnected` as for every other call.
     package func callOnBus(
         destination: BusName, path: ObjectPath, interface: InterfaceName, member: MemberName,

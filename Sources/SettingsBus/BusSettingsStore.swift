@@ -137,7 +137,7 @@ public final class BusSettingsStore: SettingsStore {
 
     /// Calls any method of the broker's interface, for tools that need one the typed API does not cover.
     ///
-    /// - Throws: ``SettingsModel/SettingsError`` mapped from the reply.
+    /// - Throws: ``SettingsError`` mapped from the reply.
     package func callBroker(_ member: MemberName, _ arguments: [DBusValue]) async throws(SettingsError) -> [DBusValue] {
         try await link.call(member, arguments)
     }

@@ -70,7 +70,7 @@ public struct SettingKey<Value: SettingValue>: Sendable {
     /// Makes a key from a literal path.
     ///
     /// A literal that breaks the key grammar is a programmer error and traps, naming the rule it breaks;
-    /// use ``init(_:default:summary:description:isSecret:)`` with a ``SettingsModel/SettingPath`` for paths
+    /// use ``init(_:default:summary:description:isSecret:)`` with a ``SettingPath`` for paths
     /// made at run time.
     public init(
         _ path: StaticString, default defaultValue: Value, summary: String? = nil, description: String? = nil,

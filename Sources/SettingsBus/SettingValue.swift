@@ -49,12 +49,12 @@ public protocol SettingRepresentation<Value>: Sendable {
 
     /// Encodes a value; nil means "no value" (only an optional representation returns it).
     ///
-    /// - Throws: ``SettingsModel/SettingsError`` `InvalidValue` when the value cannot be represented.
+    /// - Throws: ``SettingsError`` `InvalidValue` when the value cannot be represented.
     func encode(_ value: Value) throws(SettingsError) -> DBusValue?
 
     /// Decodes a D-Bus value.
     ///
-    /// - Throws: ``SettingsModel/SettingsError`` `TypeMismatch` when the value has another type or shape.
+    /// - Throws: ``SettingsError`` `TypeMismatch` when the value has another type or shape.
     func decode(_ value: DBusValue) throws(SettingsError) -> Value
 
     /// The value that stands for "no value", if the type has one (`Optional.none`).
@@ -69,14 +69,14 @@ extension SettingRepresentation {
 extension SettingValue {
     /// Encodes the value with the type's representation; nil means "no value".
     ///
-    /// - Throws: ``SettingsModel/SettingsError`` `InvalidValue` when the value cannot be represented.
+    /// - Throws: ``SettingsError`` `InvalidValue` when the value cannot be represented.
     public func encodedSetting() throws(SettingsError) -> DBusValue? {
         try Self.settingRepresentation.encode(self)
     }
 
     /// Decodes a value with the type's representation.
     ///
-    /// - Throws: ``SettingsModel/SettingsError`` `TypeMismatch` when the value has another type or shape.
+    /// - Throws: ``SettingsError`` `TypeMismatch` when the value has another type or shape.
     public init(decodingSetting value: DBusValue) throws(SettingsError) {
         self = try Self.settingRepresentation.decode(value)
     }

@@ -9,7 +9,7 @@ extension SettingsStore {
     /// A watched key is read from the local copy, with no round trip. A key with no value reads its default;
     /// so does a stored value that is not of the key's type (``describe(_:)`` says why).
     ///
-    /// - Throws: ``SettingsModel/SettingsError``: `BrokerUnavailable`, `TimedOut`, `Disconnected`.
+    /// - Throws: ``SettingsError``: `BrokerUnavailable`, `TimedOut`, `Disconnected`.
     public func get<Value>(_ key: SettingKey<Value>) async throws(SettingsError) -> Value {
         if let fixed = key.fixedValue { return fixed }
         if let cached = cachedValue(of: key.path) { return key.decode(cached.value).value }
@@ -29,7 +29,7 @@ extension SettingsStore {
     /// Sets a key; an optional key set to `nil` is reset.
     ///
     /// - Returns: the serial of the commit, which every process's change streams report.
-    /// - Throws: ``SettingsModel/SettingsError``: `TypeMismatch`, `OutOfRange` or `TooLarge` when the broker
+    /// - Throws: ``SettingsError``: `TypeMismatch`, `OutOfRange` or `TooLarge` when the broker
     ///   refuses the value; `NotWritable` for a debug-only key in a release build.
     @discardableResult
     public func set<Value>(_ key: SettingKey<Value>, to value: Value) async throws(SettingsError) -> UInt64 {
@@ -61,7 +61,7 @@ extension SettingsStore {
     /// ```swift
     /// try await settings.register(.colorScheme, .fontSize, .recentFiles)
     /// ```
-    /// - Throws: ``SettingsModel/SettingsError`` `SchemaConflict` when a key is registered differently;
+    /// - Throws: ``SettingsError`` `SchemaConflict` when a key is registered differently;
     ///   `InvalidValue` for a key whose default is nil.
     public func register<each Value: SettingValue>(_ keys: repeat SettingKey<each Value>) async throws(SettingsError) {
         var schemas: [SettingPath: SettingSchema] = [:]
@@ -73,7 +73,7 @@ extension SettingsStore {
 
     /// Describes a key, and says whether its stored value can be read as the key's type.
     ///
-    /// - Throws: ``SettingsModel/SettingsError`` `UnknownKey` when the key has neither a value nor a schema.
+    /// - Throws: ``SettingsError`` `UnknownKey` when the key has neither a value nor a schema.
     public func describe<Value>(_ key: SettingKey<Value>) async throws(SettingsError) -> SettingDescription {
         var description = try await describe(key.path)
         if description.problem == nil, let user = description.userValue, let mismatch = key.decode(user).mismatch {
@@ -94,6 +94,45 @@ extension SettingsStore {
         var transaction = SettingsTransaction()
         try body(&transaction)
         return try await commit(transaction)
+    }
+
+    /// Commits several writes atomically, with a body that may throw errors of its own: the natural spelling
+    /// `transaction { transaction in try transaction.set(…) }` and app code that throws its own errors.
+    ///
+    /// - Returns: the serial of the commit.
+    /// - Throws: what `body` throws (then nothing is written), or the `SettingsError` of ``commit(_:)``.
+    @_disfavoredOverload
+    @discardableResult
+    public func transaction<Failure: Error>(
+        _ body: (inout SettingsTransaction) throws(Failure) -> Void
+    ) async throws -> UInt64 {
+        var transaction = SettingsTransaction()
+        try body(&transaction)
+        return try await commit(transaction)
+    }
+
+    /// ``update(_:maximumAttempts:_:)`` with a transform that may throw errors of its own, such as app code's.
+    ///
+    /// - Throws: what `transform` throws (then nothing is written), or the `SettingsError` of the update.
+    @_disfavoredOverload
+    @discardableResult
+    public func update<Value, Failure: Error>(
+        _ key: SettingKey<Value>, maximumAttempts: Int = 1000, _ transform: (inout Value) throws(Failure) -> Void
+    ) async throws -> Value {
+        var thrown: Failure?
+        do {
+            return try await update(key, maximumAttempts: maximumAttempts) { (value: inout Value) throws(SettingsError) in
+                do throws(Failure) {
+                    try transform(&value)
+                } catch {
+                    thrown = error
+                    throw .invalidValue("the update of \(key.path) was abandoned by its transform")
+                }
+            }
+        } catch {
+            if let thrown { throw thrown }
+            throw error
+        }
     }
 
     /// Reads a key, changes the value and writes it back, as one compare-and-set; when another writer

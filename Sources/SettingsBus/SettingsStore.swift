@@ -20,23 +20,23 @@ public protocol SettingsStore: Sendable {
     /// Reads the effective values of keys (a user value, else the registered default); keys without one are
     /// left out. The serial is the store's last commit when the values were read.
     ///
-    /// - Throws: ``SettingsModel/SettingsError``.
+    /// - Throws: ``SettingsError``.
     func read(_ keys: [SettingPath]) async throws(SettingsError) -> SettingsSnapshot
 
     /// Reads every key with an effective value below a directory.
     ///
-    /// - Throws: ``SettingsModel/SettingsError``.
+    /// - Throws: ``SettingsError``.
     func readTree(_ directory: SettingDirectory) async throws(SettingsError) -> SettingsSnapshot
 
     /// Lists the direct children of a directory: key names, and subdirectory names ending in `/`, sorted.
     ///
-    /// - Throws: ``SettingsModel/SettingsError``.
+    /// - Throws: ``SettingsError``.
     func list(_ directory: SettingDirectory) async throws(SettingsError) -> [String]
 
     /// Commits a transaction atomically: every value is checked first, and a refused transaction stores
     /// nothing. Returns the serial of the commit (the current serial when it changed nothing).
     ///
-    /// - Throws: ``SettingsModel/SettingsError`` `TypeMismatch`, `OutOfRange`, `TooLarge`, `InvalidValue`,
+    /// - Throws: ``SettingsError`` `TypeMismatch`, `OutOfRange`, `TooLarge`, `InvalidValue`,
     ///   `Conflict` (the transaction's ``SettingsTransaction/ifSerial`` is older than a change of a key it
     ///   touches), `NotWritable`, `StoreFailure`, and the connection's errors.
     @discardableResult
@@ -44,12 +44,12 @@ public protocol SettingsStore: Sendable {
 
     /// Registers schemas; identical re-registration is a no-op.
     ///
-    /// - Throws: ``SettingsModel/SettingsError`` `SchemaConflict` when a key is registered differently.
+    /// - Throws: ``SettingsError`` `SchemaConflict` when a key is registered differently.
     func register(_ schemas: [SettingPath: SettingSchema]) async throws(SettingsError)
 
     /// Describes a key: its schema, user value and effective value.
     ///
-    /// - Throws: ``SettingsModel/SettingsError`` `UnknownKey` when the key has neither a value nor a schema.
+    /// - Throws: ``SettingsError`` `UnknownKey` when the key has neither a value nor a schema.
     func describe(_ key: SettingPath) async throws(SettingsError) -> SettingDescription
 
     /// The updates of a key or of every key below a directory.

@@ -7,7 +7,7 @@ import DBus
 /// Tokens are what GLib's `token_stream_prepare` makes: a number runs over `[A-Za-z0-9.+-]`, a keyword over
 /// `[A-Za-z0-9]` from a lower-case letter, a string to its closing quote, a `@type` to the first space, comma,
 /// colon, `>`, `]` or unmatched closing bracket; anything else is one byte. Every container and variant adds
-/// one level of nesting (a dictionary two, as in ``DBus/DBusValue/nestingDepth``), and more than
+/// one level of nesting (a dictionary two, as in `DBusValue.nestingDepth`), and more than
 /// ``maximumDepth`` levels is an error; at most ``maximumAnnotations`` annotations may follow each other. So the
 /// recursion is bounded whatever the input, and as every step consumes at least one byte, the work is linear in
 /// the input.

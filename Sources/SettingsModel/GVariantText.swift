@@ -61,7 +61,7 @@ public enum GVariantText {
     /// - Parameters:
     ///   - text: The text of one value, with optional white space around it.
     ///   - type: The type the value must have, or `nil` to infer it.
-    /// - Returns: A value that passes ``DBus/DBusValue/validate()``.
+    /// - Returns: A value that passes `DBusValue.validate()`.
     /// - Throws: ``GVariantTextError`` with the byte offset of the problem and a message saying what is wrong.
     ///   Any input whatsoever either parses or throws: nesting is bounded and the work is linear in the text.
     public static func parse(_ text: String, as type: DBusType? = nil) throws(GVariantTextError) -> DBusValue {

@@ -2,7 +2,7 @@
 
 import DBus
 
-/// The second pass of the parser: builds a ``DBus/DBusValue`` of a given type from a parsed value.
+/// The second pass of the parser: builds a `DBusValue` of a given type from a parsed value.
 ///
 /// Mirrors the `get_value` functions of GLib's `gvariant-parser.c`. Where GLib is lax, this is strict: an
 /// annotation must agree with the type asked for (GLib reads `int64 5` as a `uint32` when asked for `u`).

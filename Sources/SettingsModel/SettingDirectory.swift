@@ -99,7 +99,7 @@ public struct SettingDirectory: Sendable, Hashable {
     /// Returns the longest directory that contains every one of the keys.
     ///
     /// For one key this is the key's parent. The `Changed` signal reports the key itself when one key changed;
-    /// ``SettingLocation/enclosing(_:)`` makes that choice.
+    /// `SettingLocation.enclosing(_:)` makes that choice.
     ///
     /// ```swift
     /// SettingDirectory.commonDirectory(of: [try SettingPath("/a/b/c"), try SettingPath("/a/bc/d")])   // /a/

@@ -6,7 +6,7 @@ extension SettingSchema {
     /// Checks a value about to be written to a key with this schema: its type, range and choices.
     ///
     /// Limits that hold for every key (nesting, size) are checked by
-    /// ``DBus/DBusValue/validateForStorage(at:)``.
+    /// `DBusValue.validateForStorage(at:)`.
     ///
     /// - Parameters:
     ///   - value: The value to write.

@@ -30,7 +30,7 @@ public enum SettingsBusNames {
 
     /// The largest value the broker stores, in bytes of its D-Bus marshalled form: 1 MiB.
     ///
-    /// The size is measured with ``DBus/DBusValue/approximateSize``, which bounds the marshalled size from
+    /// The size is measured with `DBusValue.approximateSize`, which bounds the marshalled size from
     /// above (padding is counted at its worst), so a value that passes fits well inside a D-Bus message.
     public static let maximumValueSize = 1 << 20
 
@@ -40,10 +40,10 @@ public enum SettingsBusNames {
     /// but the broker could never send it back: inside the `a{sv}` of a `Changed` signal or a `GetMany` reply
     /// it gains three levels (array, dictionary entry, variant) and the bus daemon would disconnect the broker.
     /// Refusing such values at write time keeps every stored value deliverable. Depth is counted as
-    /// ``DBus/DBusValue/nestingDepth`` counts it.
+    /// `DBusValue.nestingDepth` counts it.
     public static let maximumValueDepth = 60
 
-    /// The largest reply the broker sends, in bytes as ``DBus/DBusValue/approximateSize`` counts them: 32 MiB.
+    /// The largest reply the broker sends, in bytes as `DBusValue.approximateSize` counts them: 32 MiB.
     ///
     /// A bus daemon disconnects a peer that sends a message over its limit: 32 MiB by default on the system bus,
     /// 128 MiB (the protocol's maximum) on the session bus. One read of a large store (`ReadTree` of `/`) would
@@ -51,7 +51,7 @@ public enum SettingsBusNames {
     public static let maximumReplySize = 32 << 20
 
     /// The most a `Changed` signal carries of values and removed keys, in bytes as
-    /// ``DBus/DBusValue/approximateSize`` counts them: 4 MiB.
+    /// `DBusValue.approximateSize` counts them: 4 MiB.
     ///
     /// A signal goes to every watcher of its path, and a bus daemon disconnects a peer that sends a message over
     /// its limit. A commit whose new values would take more (a `Reset` of a directory of keys with large
@@ -61,7 +61,7 @@ public enum SettingsBusNames {
     public static let maximumSignalSize = 4 << 20
 
     /// The most the values of one schema (its default, choices and range) take together, in bytes as
-    /// ``DBus/DBusValue/approximateSize`` counts them: 1 MiB, the same as one value, so that `Describe` of
+    /// `DBusValue.approximateSize` counts them: 1 MiB, the same as one value, so that `Describe` of
     /// any key fits in its reply.
     public static let maximumSchemaSize = 1 << 20
 }

@@ -52,7 +52,7 @@ public struct SettingsError: Error, Sendable {
         self.init(code, message, file: file, line: line)
     }
 
-    /// Makes an error from a ``DBus/DBusError`` whose name is in the table of ``Code``.
+    /// Makes an error from a `DBusError` whose name is in the table of ``Code``.
     ///
     /// - Returns: `nil` when the error's name is not one the settings bus uses.
     public init?(_ error: DBusError, file: String = #fileID, line: Int = #line) {
