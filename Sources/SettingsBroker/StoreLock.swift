@@ -77,7 +77,10 @@ final class StoreLock: Sendable {
             defer { descriptor = fresh }
             return descriptor
         }
-        if old >= 0 { close(old) }
+        if old >= 0 {
+            flock(old, LOCK_UN)
+            close(old)
+        }
     }
 
     /// Whether the lock file at ``path`` is still the file this broker locked.
@@ -90,12 +93,18 @@ final class StoreLock: Sendable {
     }
 
     /// Releases the lock (the kernel would at exit).
+    ///
+    /// It unlocks before closing: a child that another thread is starting at that moment holds a copy of the
+    /// descriptor until it executes its program, and closing alone would leave the lock held meanwhile.
     func release() {
         let old = descriptor.withLock { descriptor in
             defer { descriptor = -1 }
             return descriptor
         }
-        if old >= 0 { close(old) }
+        if old >= 0 {
+            flock(old, LOCK_UN)
+            close(old)
+        }
     }
 
     deinit {
