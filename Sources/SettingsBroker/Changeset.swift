@@ -18,6 +18,9 @@ public struct Changeset: Sendable {
     public var ifSerial: UInt64?
     /// The unique bus name of the writer, reported in the `Changed` signal.
     public var origin: String
+    /// Whether a registration may change a schema incompatibly (`Register`'s option `replace`); without it,
+    /// only the compatible changes of ``SettingsModel/SettingSchema/changes(to:)`` are accepted.
+    public var replacing: Bool = false
 
     /// Makes a changeset.
     public init(

@@ -6,11 +6,18 @@ import SettingsModel
 /// Reads `Register` arguments into a ``SettingSchema`` and writes ``KeyDescription`` as the `Describe` reply.
 enum SchemaCoding {
     /// The options `Register` understands.
-    static let optionNames = ["summary", "description", "range", "min", "max", "choices", "secret"]
+    static let optionNames = ["summary", "description", "range", "min", "max", "choices", "secret", "replace"]
 
     static func schema(
         signature: DBusValue, defaultValue: DBusValue, options: [(String, DBusValue)], for key: SettingPath
     ) throws(SettingsError) -> SettingSchema {
+        try registration(signature: signature, defaultValue: defaultValue, options: options, for: key).schema
+    }
+
+    /// The schema of a `Register` call, and whether it asks to replace an incompatible one (option `replace`).
+    static func registration(
+        signature: DBusValue, defaultValue: DBusValue, options: [(String, DBusValue)], for key: SettingPath
+    ) throws(SettingsError) -> (schema: SettingSchema, replacing: Bool) {
         guard case .string(let text) = signature, case .variant(let value) = defaultValue else {
             throw .invalidValue("Register takes (s key, s signature, v default, a{sv} options)")
         }
@@ -25,8 +32,10 @@ enum SchemaCoding {
         }
         var schema = SettingSchema(type: type, defaultValue: value)
         var minimum: DBusValue?, maximum: DBusValue?
+        var replacing = false
         for (name, option) in options {
             switch (name, option) {
+            case ("replace", .boolean(let replace)): replacing = replace
             case ("summary", .string(let summary)): schema.summary = summary
             case ("description", .string(let description)): schema.description = description
             case ("secret", .boolean(let secret)): schema.isSecret = secret
@@ -49,7 +58,7 @@ enum SchemaCoding {
         default: throw .invalidValue("a range for \(key) needs both min and max")
         }
         try schema.validate(for: key)
-        return schema
+        return (schema, replacing)
     }
 
     static func describe(_ description: KeyDescription) -> DBusValue {

@@ -140,10 +140,12 @@ public enum SettingsInterface {
                 []
             ) { call throws(SettingsError) in
                 let key = try key(call.arguments[0])
-                let schema = try SchemaCoding.schema(
+                let (schema, replacing) = try SchemaCoding.registration(
                     signature: call.arguments[1], defaultValue: call.arguments[2], options: try variantMap(call.arguments[3]),
                     for: key)
-                _ = try await store.apply(Changeset(registrations: [(key, schema)], origin: origin(call)))
+                var changeset = Changeset(registrations: [(key, schema)], origin: origin(call))
+                changeset.replacing = replacing
+                _ = try await store.apply(changeset)
                 return []
             },
             method("Describe", [.init("key", .string)], [.init("description", stringMap)]) { call throws(SettingsError) in

@@ -220,19 +220,25 @@ public final class SettingsStore: Sendable {
         for (key, schema) in changeset.registrations {
             try schema.validate(for: key)
             if let existing = newSchemas[key] ?? currentSchema(key, state) {
-                guard existing == schema else {
-                    throw .schemaConflict(
-                        "\(key) is already registered with type '\(existing.type)' and default "
-                            + "\(GVariantText.format(existing.defaultValue)); a different registration "
-                            + "(type '\(schema.type)', default \(GVariantText.format(schema.defaultValue))) "
-                            + "was refused")
+                // The rules of schema evolution: identical is a no-op, compatible is accepted, incompatible
+                // only when replacing. A stored value the new schema refuses is kept, and not served.
+                if try existing.checkEvolution(to: schema, for: key, replacing: changeset.replacing).isEmpty {
+                    continue
                 }
-                continue
             }
             newSchemas[key] = schema
             registrations.append((key, schema))
         }
         var writes: [SettingPath: DBusValue?] = [:]
+        // A stored value of another type than its new schema's that converts without loss (an `i` that
+        // `dconf load` or a script stored, registered as `x`) is converted in the same commit.
+        for (key, schema) in registrations where !changeset.sets.contains(where: { $0.key == key }) {
+            if let stored = currentUserValue(key, state), stored.type != schema.type,
+                let converted = stored.losslesslyConverted(to: schema.type), (try? schema.validate(converted, for: key)) != nil
+            {
+                writes[key] = .some(converted)
+            }
+        }
         var touchedDirectories: [SettingDirectory] = []
         for location in changeset.resets {
             switch location {
@@ -245,7 +251,12 @@ public final class SettingsStore: Sendable {
         }
         for (key, value) in changeset.sets {
             // validateForStorage ran in submit, before the lock.
+            var value = value
             if let schema = newSchemas[key] ?? currentSchema(key, state) {
+                // A value of a narrower type that converts without loss is stored as the registered type.
+                if value.type != schema.type, let converted = value.losslesslyConverted(to: schema.type) {
+                    value = converted
+                }
                 try schema.validate(value, for: key)
             }
             writes[key] = .some(value)

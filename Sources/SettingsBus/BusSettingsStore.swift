@@ -142,7 +142,7 @@ public final class BusSettingsStore: SettingsStore {
         try await link.call(member, arguments)
     }
 
-    public func register(_ schemas: [SettingPath: SettingSchema]) async throws(SettingsError) {
+    public func register(_ schemas: [SettingPath: SettingSchema], replacing: Bool) async throws(SettingsError) {
         for (key, schema) in schemas.sorted(by: { $0.key < $1.key }) {
             var options: [(String, DBusValue)] = []
             if let summary = schema.summary { options.append(("summary", .string(summary))) }
@@ -153,6 +153,7 @@ public final class BusSettingsStore: SettingsStore {
             }
             if let choices = schema.choices { options.append(("choices", .array(schema.type, choices))) }
             if schema.isSecret { options.append(("secret", .boolean(true))) }
+            if replacing { options.append(("replace", .boolean(true))) }
             _ = try await link.call(
                 "Register",
                 [

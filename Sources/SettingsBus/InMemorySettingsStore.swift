@@ -81,10 +81,16 @@ public final class InMemorySettingsStore: SettingsStore {
     @discardableResult
     public func commit(_ transaction: SettingsTransaction) async throws(SettingsError) -> UInt64 {
         let update = try state.withLock { state throws(SettingsError) -> SettingsUpdate? in
-            // Check everything first: a refused transaction stores nothing.
+            // Check everything first: a refused transaction stores nothing. A value of a narrower type that
+            // converts without loss is stored as the registered type, as the broker does.
+            var sets = transaction.sets
             for (key, value) in transaction.sets {
                 try value.validateForStorage(at: key)
-                try state.schemas[key]?.validate(value, for: key)
+                guard let schema = state.schemas[key] else { continue }
+                if value.type != schema.type, let converted = value.losslesslyConverted(to: schema.type) {
+                    sets[key] = converted
+                }
+                try schema.validate(sets[key]!, for: key)
             }
             var resetKeys = Set<SettingPath>()
             for location in transaction.resets {
@@ -111,7 +117,7 @@ public final class InMemorySettingsStore: SettingsStore {
                 state.values[key] = nil
                 state.changed[key] = serial
             }
-            for (key, value) in transaction.sets {
+            for (key, value) in sets {
                 state.values[key] = value
                 state.changed[key] = serial
             }
@@ -126,17 +132,24 @@ public final class InMemorySettingsStore: SettingsStore {
         return update.serial
     }
 
-    public func register(_ schemas: [SettingPath: SettingSchema]) async throws(SettingsError) {
+    public func register(_ schemas: [SettingPath: SettingSchema], replacing: Bool) async throws(SettingsError) {
         try state.withLock { state throws(SettingsError) in
             for (key, schema) in schemas {
                 try schema.validate(for: key)
-                if let existing = state.schemas[key], existing != schema {
-                    throw .schemaConflict(
-                        "\(key) is already registered with type '\(existing.type)' and default "
-                            + "\(GVariantText.format(existing.defaultValue)); a different registration was refused")
+                if let existing = state.schemas[key] {
+                    _ = try existing.checkEvolution(to: schema, for: key, replacing: replacing)
                 }
             }
-            for (key, schema) in schemas { state.schemas[key] = schema }
+            for (key, schema) in schemas {
+                state.schemas[key] = schema
+                // A stored value that converts to the schema's type without loss is converted.
+                if let stored = state.values[key], stored.type != schema.type,
+                    let converted = stored.losslesslyConverted(to: schema.type),
+                    (try? schema.validate(converted, for: key)) != nil
+                {
+                    state.values[key] = converted
+                }
+            }
         }
     }
 

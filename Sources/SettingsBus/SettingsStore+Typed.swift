@@ -63,12 +63,21 @@ extension SettingsStore {
     /// ```
     /// - Throws: ``SettingsError`` `SchemaConflict` when a key is registered differently;
     ///   `InvalidValue` for a key whose default is nil.
-    public func register<each Value: SettingValue>(_ keys: repeat SettingKey<each Value>) async throws(SettingsError) {
+    public func register<each Value: SettingValue>(
+        _ keys: repeat SettingKey<each Value>, replacing: Bool = false
+    ) async throws(SettingsError) {
         var schemas: [SettingPath: SettingSchema] = [:]
         for key in repeat each keys {
             schemas[key.path] = try key.schema()
         }
-        try await register(schemas)
+        try await register(schemas, replacing: replacing)
+    }
+
+    /// Registers schemas, accepting compatible changes only (``register(_:replacing:)`` with `replacing: false`).
+    ///
+    /// - Throws: ``SettingsError`` `SchemaConflict` naming each incompatible field, old and new.
+    public func register(_ schemas: [SettingPath: SettingSchema]) async throws(SettingsError) {
+        try await register(schemas, replacing: false)
     }
 
     /// Describes a key, and says whether its stored value can be read as the key's type.

@@ -42,10 +42,14 @@ public protocol SettingsStore: Sendable {
     @discardableResult
     func commit(_ transaction: SettingsTransaction) async throws(SettingsError) -> UInt64
 
-    /// Registers schemas; identical re-registration is a no-op.
+    /// Registers schemas. Registering a key again identically does nothing; a compatible change (see
+    /// `SettingSchema.changes(to:)`: a new summary, description or default, more choices, a wider range,
+    /// `secret` turned on) is accepted; an incompatible one only when `replacing` is true. A stored value the
+    /// new schema refuses is kept, not served.
     ///
-    /// - Throws: ``SettingsError`` `SchemaConflict` when a key is registered differently.
-    func register(_ schemas: [SettingPath: SettingSchema]) async throws(SettingsError)
+    /// - Throws: ``SettingsError`` `SchemaConflict` naming each incompatible field, old and new, when
+    ///   `replacing` is false.
+    func register(_ schemas: [SettingPath: SettingSchema], replacing: Bool) async throws(SettingsError)
 
     /// Describes a key: its schema, user value and effective value.
     ///

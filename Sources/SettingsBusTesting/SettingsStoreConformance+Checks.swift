@@ -55,15 +55,28 @@ extension SettingsStoreConformance {
             try expectEqual(try await store.get(volume), 100, "volume")
             try expectEqual(try await store.get(mode), "off", "mode")
         },
-        Check(name: "registrationIsIdempotentAndConflictsAreRefused") { store, dir in
+        Check(name: "registrationFollowsTheRulesOfSchemaEvolution") { store, dir in
             let path = try dir.key(named: "width")
             try await store.register(SettingKey(path, default: Int32(800)))
             try await store.register(SettingKey(path, default: Int32(800)))
+            // Another type is incompatible; another default is compatible.
             try await expectError(.schemaConflict) { try await store.register(SettingKey(path, default: "wide")) }
-            try await expectError(.schemaConflict) { try await store.register(SettingKey(path, default: Int32(640))) }
+            try await store.register(SettingKey(path, default: Int32(640)))
             let description = try await store.describe(path)
-            try expectEqual(description.schema?.defaultValue, .int32(800), "the registered default")
-            try expectEqual(try await store.get(SettingKey(path, default: Int32(0))), 800, "the registered default read")
+            try expectEqual(description.schema?.defaultValue, .int32(640), "the new default")
+            try expectEqual(try await store.get(SettingKey(path, default: Int32(0))), 640, "the new default read")
+            // A range where there was none narrows the key: refused, unless replacing.
+            let ranged = SettingKey(path, default: Int32(640)).range(0...1000)
+            try await expectError(.schemaConflict) { try await store.register(ranged) }
+            try await store.register(ranged, replacing: true)
+            try expectEqual(try await store.describe(path).schema?.range, SettingRange(min: .int32(0), max: .int32(1000)), "the range")
+            // A value of a narrower type that converts without loss is stored as the registered type.
+            let wide = SettingKey(try dir.key(named: "wide"), default: 0)
+            try await store.register(wide)
+            var transaction = SettingsTransaction()
+            transaction.set(wide.path, to: .int32(14))
+            try await store.commit(transaction)
+            try expectEqual(try await store.read([wide.path]).values[wide.path], .int64(14), "an int32 stored in an Int key")
         },
         Check(name: "transactionIsAtomic") { store, dir in
             let good = SettingKey(try dir.key(named: "good"), default: 0)

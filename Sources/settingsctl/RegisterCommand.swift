@@ -23,16 +23,22 @@ struct RegisterCommand: AsyncParsableCommand {
               tab-width.range=1,16
 
             The broker then refuses values of another type, out of the range or not among the choices. \
-            Registering a key again the same way does nothing; differently, it fails with status 6.
+            Registering a key again the same way does nothing. A compatible change (summary, description, \
+            default, more choices, a wider range, secret turned on) is accepted; an incompatible one (another \
+            type, fewer choices, a narrower range, secret turned off) fails with status 6 naming the field, \
+            unless --replace is given. 'settingsctl check' tells which a file holds without registering it.
             """)
 
     @OptionGroup var bus: BusOptions
+
+    @Flag(help: "Accept incompatible changes of registered schemas (stored values they refuse are kept, not served).")
+    var replace = false
 
     @Argument(help: ArgumentHelp("The schema file, or - for standard input.", valueName: "file"), completion: .file())
     var file: String
 
     func run() async throws {
         let schemas = try SchemaFile.read(file)
-        try await bus.withStore { store in try await store.register(schemas) }
+        try await bus.withStore { store in try await store.register(schemas, replacing: replace) }
     }
 }
