@@ -210,6 +210,19 @@ enum StoreFiles {
         }
     }
 
+    /// Takes the group's and others' permissions off the store's files that have them and that this process
+    /// owns: the store, its `-wal` and `-shm`, its backup and its lock file. The store holds the values of
+    /// keys registered as secret; a store made by an older broker, or copied in, may be readable by others.
+    static func makePrivate(store path: String) {
+        for file in [path, path + "-wal", path + "-shm", path + ".backup", path + ".lock"] {
+            var info = stat()
+            guard lstat(file, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_uid == geteuid(),
+                info.st_mode & 0o077 != 0
+            else { continue }
+            chmod(file, info.st_mode & 0o700)
+        }
+    }
+
     /// A file's device and inode: what tells the same file from another one put at its path.
     struct Identity: Equatable, Sendable {
         var device: UInt64

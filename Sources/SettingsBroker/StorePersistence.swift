@@ -73,6 +73,7 @@ final class StorePersistence: Sendable {
             }
         }
         let opened = StoreOpener(path: path, durability: durability).open()
+        StoreFiles.makePrivate(store: path)
         self.path = path
         self.durability = durability
         self.condition = opened.condition

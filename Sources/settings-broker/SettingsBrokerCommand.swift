@@ -3,6 +3,7 @@
 import ArgumentParser
 import DBus
 import FoundationEssentials
+import Glibc
 import Logging
 import SettingsBroker
 import ServiceLifecycle
@@ -70,6 +71,9 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // Everything the broker makes (the store, its log, its backup, its folder) is its user's alone: the
+        // store holds the values of keys registered as secret.
+        umask(0o077)
         let level = Logger.Level(rawValue: logLevel) ?? .info
         LoggingSystem.bootstrap { label in JournalLogHandler(label: label, level: level) }
         let logger = Logger(label: "settings-broker")
