@@ -34,38 +34,66 @@ extension SettingsStore {
         }
     }
 
-    /// Every key with an effective value below a directory, and the current serial.
+    /// Every key with an effective value below a directory, and the serial they were read at.
+    ///
+    /// Read in pieces of ``readPiece`` keys, each under the lock (see ``readInPieces(_:_:)``), so that a large
+    /// directory does not hold up `Get`s meanwhile; the reply is the directory as of one serial all the same.
     public func readTree(_ directory: SettingDirectory) -> (values: [String: DBusValue], serial: UInt64) {
-        committed.withLock { state in
-            var result: [String: DBusValue] = [:]
-            for key in state.values.keys where directory.contains(key) {
-                result[key.rawValue] = state.effectiveValue(key)
+        var result: [String: DBusValue] = [:]
+        let serial = readInPieces(directory) { state, resume, limit in
+            if resume == nil { result.removeAll(keepingCapacity: true) }
+            return state.forEachKey(in: directory, after: resume, limit: limit) { key, user, schema in
+                if let value = CommittedState.effectiveValue(user, schema) { result[key] = value }
             }
-            for key in state.schemas.keys where directory.contains(key) && result[key.rawValue] == nil {
-                result[key.rawValue] = state.effectiveValue(key)
-            }
-            return (result, state.serial)
         }
+        return (result, serial)
     }
 
     /// The direct children of a directory: key names, and subdirectory names ending in `/`, sorted.
+    ///
+    /// A subdirectory is passed over with one search, whatever it holds; read in pieces like ``readTree(_:)``.
     public func list(_ directory: SettingDirectory) -> [String] {
-        var names = Set<String>()
-        let prefixLength = directory.rawValue.utf8.count
-        func add(_ key: SettingPath) {
-            guard directory.contains(key) else { return }
-            let rest = key.rawValue.utf8.dropFirst(prefixLength)
-            if let slash = rest.firstIndex(of: UInt8(ascii: "/")) {
-                names.insert(String(decoding: rest[..<slash], as: UTF8.self) + "/")
-            } else {
-                names.insert(String(decoding: rest, as: UTF8.self))
+        var names: [String] = []
+        _ = readInPieces(directory) { state, resume, limit in
+            if resume == nil { names.removeAll(keepingCapacity: true) }
+            return state.forEachChild(of: directory, after: resume, limit: limit) { names.append($0) }
+        }
+        return names
+    }
+
+    /// The most keys (or children) a directory read takes under one hold of the lock: about 0.1 ms of work.
+    static let readPiece = 512
+
+    /// Reads a directory in pieces: `piece` reads up to `limit` entries after `resume` (nil for the start; the
+    /// piece starts afresh then) and returns where the next piece starts, nil at the end. Returns the serial the
+    /// whole read holds for.
+    ///
+    /// Each piece takes the lock once. If commits happened between two pieces, the read goes on only if none of
+    /// them touched the directory (``CommittedState/recentChanges``): what was read then holds at the newer
+    /// serial as well. Otherwise it starts again, and after three such restarts it reads the rest of the
+    /// directory in one hold of the lock, so that a directory written without pause is still read.
+    func readInPieces(
+        _ directory: SettingDirectory,
+        _ piece: (CommittedState, _ resume: ReadResume?, _ limit: Int) -> ReadResume?
+    ) -> UInt64 {
+        var restarts = 0
+        var serial: UInt64?
+        var resume: ReadResume?
+        while true {
+            let outcome: (next: ReadResume?, done: Bool) = committed.withLock { state in
+                if let read = serial, state.serial != read,
+                    state.recentChanges.touched(directory, after: read)
+                {
+                    restarts += 1
+                    resume = nil
+                }
+                serial = state.serial
+                let next = piece(state, resume, restarts >= 3 ? .max : Self.readPiece)
+                return (next, next == nil)
             }
+            if outcome.done { return serial! }
+            resume = outcome.next
         }
-        committed.withLock { state in
-            for key in state.values.keys { add(key) }
-            for key in state.schemas.keys { add(key) }
-        }
-        return names.sorted()
     }
 
     /// What is known of a key: its schema, user value and effective value.
@@ -84,24 +112,177 @@ extension SettingsStore {
     }
 }
 
+/// Where a directory read goes on: after a key, or at the first key not before a text.
+struct ReadResume: Equatable {
+    var text: String
+    var inclusive: Bool
+}
+
 /// The committed values, schemas and serial of a ``SettingsStore``.
 ///
 /// It sits behind a lock so that reads from memory (`Get`, `GetMany`) can be answered on the connection's
 /// thread, without a task and the two thread wake-ups one costs; the store's commits are its only writer and
-/// mutate it in place, so no copy of the dictionaries is ever made.
+/// mutate it in place, so no copy of the tables is ever made.
 struct CommittedState {
     typealias UserValue = ValueTable.UserValue
 
     var values: ValueTable
-    var schemas: [SettingPath: SettingSchema]
+    var schemas: SchemaTable
     /// The serial of the last commit.
     var serial: UInt64
+    /// Where the latest commits changed something, so that a directory read in pieces can tell whether one
+    /// touched it between two pieces.
+    var recentChanges = RecentChanges()
+
+    init(values: ValueTable, schemas: [SettingPath: SettingSchema], serial: UInt64) {
+        self.values = values
+        self.schemas = SchemaTable(schemas)
+        self.serial = serial
+    }
 
     /// The effective value: a user value of the registered type, else the registered default.
     func effectiveValue(_ key: SettingPath) -> DBusValue? {
-        let schema = schemas[key]
-        if let user = values[key], schema == nil || schema!.type == user.type { return user.value }
+        Self.effectiveValue(values[key], schemas[key])
+    }
+
+    /// The effective value of a key with this user value and schema.
+    static func effectiveValue(_ user: UserValue?, _ schema: SettingSchema?) -> DBusValue? {
+        if let user, schema == nil || schema!.type == user.type { return user.value }
         return schema?.defaultValue
+    }
+
+    /// Calls `body` with each key below `directory` that has a user value or a schema, in order, starting
+    /// after `resume`, for at most `limit` keys; returns where to go on, or nil when the directory is done.
+    func forEachKey(
+        in directory: SettingDirectory, after resume: ReadResume?, limit: Int,
+        _ body: (String, UserValue?, SettingSchema?) -> Void
+    ) -> ReadResume? {
+        let upper = Self.upperBound(of: directory)
+        var cursor = KeyCursor(values.order, schemas.order, from: resume ?? ReadResume(text: directory.rawValue, inclusive: true))
+        var taken = 0
+        while let key = cursor.current(values.order, schemas.order), key < upper {
+            if taken == limit { return ReadResume(text: key, inclusive: true) }
+            let path = SettingPath(unchecked: key)
+            body(key, values[path], schemas[path])
+            taken += 1
+            cursor.advance(past: key, values.order, schemas.order)
+        }
+        return nil
+    }
+
+    /// Calls `body` with each key below `directory` that has a user value, and the value, in order, starting
+    /// after `resume`, for at most `limit` keys or until `body` returns false; returns where to go on, or nil
+    /// when the directory is done or `body` returned false.
+    func forEachValue(
+        in directory: SettingDirectory, after resume: ReadResume?, limit: Int,
+        _ body: (SettingPath, UserValue) -> Bool
+    ) -> ReadResume? {
+        let upper = Self.upperBound(of: directory)
+        let order = values.order
+        var index = resume.map { $0.inclusive ? order.firstIndex(notBefore: $0.text) : order.firstIndex(after: $0.text) }
+            ?? order.firstIndex(notBefore: directory.rawValue)
+        var taken = 0
+        while index != order.endIndex, order[index] < upper {
+            if taken == limit { return ReadResume(text: order[index], inclusive: true) }
+            let path = SettingPath(unchecked: order[index])
+            guard body(path, values[path]!) else { return nil }
+            taken += 1
+            index = order.index(after: index)
+        }
+        return nil
+    }
+
+    /// Calls `body` with the name of each direct child of `directory` (a key's name, a subdirectory's name and
+    /// `/`), in order, starting after `resume`, for at most `limit` children; returns where to go on, or nil
+    /// when the directory is done. A subdirectory is passed over with one search, whatever it holds.
+    func forEachChild(
+        of directory: SettingDirectory, after resume: ReadResume?, limit: Int, _ body: (String) -> Void
+    ) -> ReadResume? {
+        let prefix = directory.rawValue
+        let upper = Self.upperBound(of: directory)
+        var cursor = KeyCursor(values.order, schemas.order, from: resume ?? ReadResume(text: prefix, inclusive: true))
+        var taken = 0
+        while let key = cursor.current(values.order, schemas.order), key < upper {
+            if taken == limit { return ReadResume(text: key, inclusive: true) }
+            let rest = key.utf8.dropFirst(prefix.utf8.count)
+            if let slash = rest.firstIndex(of: UInt8(ascii: "/")) {
+                let name = String(decoding: rest[..<slash], as: UTF8.self)
+                body(name + "/")
+                // Everything below `prefix + name + "/"` sorts before `prefix + name + "0"`.
+                cursor = KeyCursor(values.order, schemas.order, from: ReadResume(text: prefix + name + "0", inclusive: true))
+            } else {
+                body(String(decoding: rest, as: UTF8.self))
+                cursor.advance(past: key, values.order, schemas.order)
+            }
+            taken += 1
+        }
+        return nil
+    }
+
+    /// The first text after every key below `directory`: `/a/b0` for `/a/b/`, since `0` follows `/`.
+    static func upperBound(of directory: SettingDirectory) -> String {
+        String(directory.rawValue.dropLast()) + "0"
+    }
+}
+
+/// A position in two key orders at once (user values and schemas), whose current key is the smaller of
+/// theirs: their union in order.
+struct KeyCursor {
+    private var first: SortedKeys.Index
+    private var second: SortedKeys.Index
+
+    init(_ a: SortedKeys, _ b: SortedKeys, from resume: ReadResume) {
+        first = resume.inclusive ? a.firstIndex(notBefore: resume.text) : a.firstIndex(after: resume.text)
+        second = resume.inclusive ? b.firstIndex(notBefore: resume.text) : b.firstIndex(after: resume.text)
+    }
+
+    /// The current key, nil at the end of both.
+    func current(_ a: SortedKeys, _ b: SortedKeys) -> String? {
+        let x = first == a.endIndex ? nil : a[first]
+        let y = second == b.endIndex ? nil : b[second]
+        guard let x else { return y }
+        guard let y else { return x }
+        return x < y ? x : y
+    }
+
+    /// Moves past `key`, the current key, in both orders.
+    mutating func advance(past key: String, _ a: SortedKeys, _ b: SortedKeys) {
+        if first != a.endIndex, a[first] == key { first = a.index(after: first) }
+        if second != b.endIndex, b[second] == key { second = b.index(after: second) }
+    }
+}
+
+/// Where the latest commits changed something: the serial and enclosing location of each of the last
+/// ``capacity`` commits.
+struct RecentChanges {
+    private var entries: [(serial: UInt64, location: SettingLocation)] = []
+    private var next = 0
+    static let capacity = 64
+
+    /// Records a commit.
+    mutating func record(serial: UInt64, location: SettingLocation) {
+        if entries.count < Self.capacity {
+            entries.append((serial, location))
+        } else {
+            entries[next] = (serial, location)
+            next = (next + 1) % Self.capacity
+        }
+    }
+
+    /// Whether a commit after `serial` may have changed something in `directory`: true when one did, or when
+    /// commits after `serial` are no longer all recorded.
+    func touched(_ directory: SettingDirectory, after serial: UInt64) -> Bool {
+        var oldestKept = UInt64.max
+        for entry in entries {
+            oldestKept = min(oldestKept, entry.serial)
+            guard entry.serial > serial else { continue }
+            switch entry.location {
+            case .key(let key): if directory.contains(key) { return true }
+            case .directory(let changed): if directory.contains(changed) || changed.contains(directory) { return true }
+            }
+        }
+        // Every commit after `serial` must be here: the one right after it at least.
+        return entries.isEmpty || oldestKept > serial + 1
     }
 }
 

@@ -54,7 +54,7 @@ public final class SettingsStore: Sendable {
     private struct WriterState {
         var nextSerial: UInt64
         /// Serials of resets, so compare-and-set sees a removal as a change.
-        var resetSerials: [SettingPath: UInt64] = [:]
+        var resetSerials = ResetSerials()
         var stagedValues: [SettingPath: (value: DBusValue?, serial: UInt64)] = [:]
         var stagedSchemas: [SettingPath: SettingSchema] = [:]
         var accumulating: [(changeset: ResolvedChangeset, completion: Completion)] = []
@@ -376,14 +376,14 @@ public final class SettingsStore: Sendable {
     }
 
     private func commitToMemory(_ changeset: ResolvedChangeset, _ writerState: inout WriterState) -> CommittedChange? {
-        for (key, value) in changeset.writes {
-            writerState.resetSerials[key] = value == nil ? changeset.serial : nil
-        }
+        writerState.resetSerials.record(changeset.writes, serial: changeset.serial)
+        let touched = SettingLocation.enclosing(changeset.writes.map(\.key) + changeset.registrations.map(\.key))
         // Reads wait while the lock is held (up to about 90 ms during a commit of 100,000 keys): what does not
         // need the committed state is done before and after.
         var changedKeys = changeset.writes.map(\.key)
         let committedChange = committed.withLock { state -> CommittedChange? in
             state.serial = changeset.serial
+            if let touched { state.recentChanges.record(serial: changeset.serial, location: touched) }
             for (key, schema) in changeset.registrations {
                 // A schema of another type than the stored value's makes Get return the default instead:
                 // watchers hear of that as of a write. A default appearing for a key without a value is not
@@ -399,9 +399,7 @@ public final class SettingsStore: Sendable {
                 path: .directory(.root), values: [], removed: [], secretKeys: [], serial: changeset.serial,
                 origin: changeset.origin)
             change.values.reserveCapacity(changedKeys.count)
-            for (key, value) in changeset.writes {
-                state.values[key] = value.map { UserValue(value: $0, serial: changeset.serial) }
-            }
+            state.values.apply(changeset.writes, serial: changeset.serial)
             for key in changedKeys {
                 if state.schemas[key]?.isSecret == true {
                     change.secretKeys.append(key.rawValue)
@@ -431,12 +429,39 @@ public final class SettingsStore: Sendable {
         return committed.withLock { $0.values[key]?.value }
     }
 
+    /// The keys below a directory that have a user value in the staged view, in order. The committed ones are
+    /// read in pieces (only commits change them, and they wait for the `writer` lock held here), so that
+    /// `Get`s are not held up by a large directory.
     private func userKeys(under directory: SettingDirectory, _ state: WriterState) -> [SettingPath] {
-        var keys = Set(committed.withLock { $0.values.keys.filter { directory.contains($0) } })
-        for (key, staged) in state.stagedValues where directory.contains(key) {
-            if staged.value == nil { keys.remove(key) } else { keys.insert(key) }
+        var keys: [SettingPath] = []
+        var resume: ReadResume?
+        repeat {
+            resume = committed.withLock { committed in
+                committed.forEachValue(in: directory, after: resume, limit: 8 * Self.readPiece) { key, _ in
+                    keys.append(key)
+                    return true
+                }
+            }
+        } while resume != nil
+        var staged: [SettingPath: Bool] = [:]
+        for (key, value) in state.stagedValues where directory.contains(key) { staged[key] = value.value != nil }
+        guard !staged.isEmpty else { return keys }
+        keys.removeAll { staged[$0] == false }
+        let added = staged.filter { $0.value }.keys.sorted()
+        guard !added.isEmpty else { return keys }
+        // Both in order: merge them, leaving out keys that are in both.
+        var merged: [SettingPath] = []
+        merged.reserveCapacity(keys.count + added.count)
+        var i = 0, j = 0
+        while i < keys.count || j < added.count {
+            if j == added.count || (i < keys.count && keys[i] < added[j]) {
+                merged.append(keys[i]); i += 1
+            } else {
+                if i < keys.count, keys[i] == added[j] { i += 1 }
+                merged.append(added[j]); j += 1
+            }
         }
-        return keys.sorted()
+        return merged
     }
 
     private func lastChange(of key: SettingPath, _ state: WriterState) -> UInt64 {
@@ -453,13 +478,21 @@ public final class SettingsStore: Sendable {
         for (key, staged) in state.stagedValues where directory.contains(key) && staged.serial > ifSerial {
             return "\(key) under \(directory) changed at serial \(staged.serial), after serial \(ifSerial)"
         }
-        let changed = committed.withLock { committed in
-            committed.values.first { key, user in directory.contains(key) && user.serial > ifSerial }
+        // Read in pieces, as in `userKeys(under:)`.
+        var changed: (key: SettingPath, serial: UInt64)?
+        var resume: ReadResume?
+        repeat {
+            resume = committed.withLock { committed in
+                committed.forEachValue(in: directory, after: resume, limit: 8 * Self.readPiece) { key, user in
+                    if user.serial > ifSerial { changed = (key, user.serial) }
+                    return changed == nil
+                }
+            }
+        } while resume != nil
+        if let (key, serial) = changed {
+            return "\(key) under \(directory) changed at serial \(serial), after serial \(ifSerial)"
         }
-        if let (key, user) = changed {
-            return "\(key) under \(directory) changed at serial \(user.serial), after serial \(ifSerial)"
-        }
-        for (key, reset) in state.resetSerials where directory.contains(key) && reset > ifSerial {
+        if let (key, reset) = state.resetSerials.first(in: directory, after: ifSerial) {
             return "\(key) under \(directory) was reset at serial \(reset), after serial \(ifSerial)"
         }
         return nil
