@@ -101,7 +101,7 @@ extension SettingsStore {
     /// - Throws: ``SettingsError`` `UnknownKey` when the key has neither a user value nor a schema.
     public func describe(_ key: SettingPath) throws(SettingsError) -> KeyDescription {
         let (schema, user, effective) = committed.withLock { state in
-            (state.schemas[key], state.values[key], state.effectiveValue(key))
+            (state.schemas[key], state.userValue(key), state.effectiveValue(key))
         }
         guard schema != nil || user != nil else {
             throw .unknownKey("\(key) has no value and no registered schema")
@@ -123,9 +123,15 @@ struct ReadResume: Equatable {
 /// It sits behind a lock so that reads from memory (`Get`, `GetMany`) can be answered on the connection's
 /// thread, without a task and the two thread wake-ups one costs; the store's commits are its only writer and
 /// mutate it in place, so no copy of the tables is ever made.
+///
+/// A large commit is applied to `values` in pieces, each under the lock (see `SettingsStore.commitToMemory`);
+/// meanwhile `applying` holds the user values its keys had before it, and every read goes through it
+/// (``userValue(_:)``, the directory reads), so that readers see the state before the commit until it is
+/// applied whole and `serial` moves on.
 struct CommittedState {
     typealias UserValue = ValueTable.UserValue
 
+    /// The user values; read them through ``userValue(_:)``, which sees a commit being applied.
     var values: ValueTable
     var schemas: SchemaTable
     /// The serial of the last commit.
@@ -133,6 +139,16 @@ struct CommittedState {
     /// Where the latest commits changed something, so that a directory read in pieces can tell whether one
     /// touched it between two pieces.
     var recentChanges = RecentChanges()
+    /// A large commit being applied to `values` in pieces, nil otherwise.
+    var applying: Applying?
+
+    /// The user values that the keys of a commit being applied had before it.
+    struct Applying {
+        /// Each key the commit writes, with its user value before it (nil: none).
+        var before: [SettingPath: UserValue?]
+        /// The keys in `before` that had a user value, in order.
+        var keysBefore: SortedKeys
+    }
 
     init(values: ValueTable, schemas: [SettingPath: SettingSchema], serial: UInt64) {
         self.values = values
@@ -140,15 +156,27 @@ struct CommittedState {
         self.serial = serial
     }
 
+    /// The user value of a key, as of `serial`.
+    func userValue(_ key: SettingPath) -> UserValue? {
+        if let applying, let before = applying.before[key] { return before }
+        return values[key]
+    }
+
     /// The effective value: a user value of the registered type, else the registered default.
     func effectiveValue(_ key: SettingPath) -> DBusValue? {
-        Self.effectiveValue(values[key], schemas[key])
+        Self.effectiveValue(userValue(key), schemas[key])
     }
 
     /// The effective value of a key with this user value and schema.
     static func effectiveValue(_ user: UserValue?, _ schema: SettingSchema?) -> DBusValue? {
         if let user, schema == nil || schema!.type == user.type { return user.value }
         return schema?.defaultValue
+    }
+
+    /// The key orders a directory read walks: user values, schemas, and the keys a commit being applied
+    /// may have removed already.
+    private var keyOrders: [SortedKeys] {
+        [values.order, schemas.order] + (applying.map { [$0.keysBefore] } ?? [])
     }
 
     /// Calls `body` with each key below `directory` that has a user value or a schema, in order, starting
@@ -158,14 +186,19 @@ struct CommittedState {
         _ body: (String, UserValue?, SettingSchema?) -> Void
     ) -> ReadResume? {
         let upper = Self.upperBound(of: directory)
-        var cursor = KeyCursor(values.order, schemas.order, from: resume ?? ReadResume(text: directory.rawValue, inclusive: true))
+        let orders = keyOrders
+        var cursor = KeyCursor(orders, from: resume ?? ReadResume(text: directory.rawValue, inclusive: true))
         var taken = 0
-        while let key = cursor.current(values.order, schemas.order), key < upper {
+        while let key = cursor.current(orders), key < upper {
             if taken == limit { return ReadResume(text: key, inclusive: true) }
             let path = SettingPath(unchecked: key)
-            body(key, values[path], schemas[path])
-            taken += 1
-            cursor.advance(past: key, values.order, schemas.order)
+            let user = userValue(path), schema = schemas[path]
+            // A key that a commit being applied adds is not there yet.
+            if user != nil || schema != nil {
+                body(key, user, schema)
+                taken += 1
+            }
+            cursor.advance(past: key, orders)
         }
         return nil
     }
@@ -178,16 +211,17 @@ struct CommittedState {
         _ body: (SettingPath, UserValue) -> Bool
     ) -> ReadResume? {
         let upper = Self.upperBound(of: directory)
-        let order = values.order
-        var index = resume.map { $0.inclusive ? order.firstIndex(notBefore: $0.text) : order.firstIndex(after: $0.text) }
-            ?? order.firstIndex(notBefore: directory.rawValue)
+        let orders = [values.order] + (applying.map { [$0.keysBefore] } ?? [])
+        var cursor = KeyCursor(orders, from: resume ?? ReadResume(text: directory.rawValue, inclusive: true))
         var taken = 0
-        while index != order.endIndex, order[index] < upper {
-            if taken == limit { return ReadResume(text: order[index], inclusive: true) }
-            let path = SettingPath(unchecked: order[index])
-            guard body(path, values[path]!) else { return nil }
-            taken += 1
-            index = order.index(after: index)
+        while let key = cursor.current(orders), key < upper {
+            if taken == limit { return ReadResume(text: key, inclusive: true) }
+            let path = SettingPath(unchecked: key)
+            if let user = userValue(path) {
+                guard body(path, user) else { return nil }
+                taken += 1
+            }
+            cursor.advance(past: key, orders)
         }
         return nil
     }
@@ -200,19 +234,28 @@ struct CommittedState {
     ) -> ReadResume? {
         let prefix = directory.rawValue
         let upper = Self.upperBound(of: directory)
-        var cursor = KeyCursor(values.order, schemas.order, from: resume ?? ReadResume(text: prefix, inclusive: true))
+        let orders = keyOrders
+        var cursor = KeyCursor(orders, from: resume ?? ReadResume(text: prefix, inclusive: true))
         var taken = 0
-        while let key = cursor.current(values.order, schemas.order), key < upper {
+        while let key = cursor.current(orders), key < upper {
             if taken == limit { return ReadResume(text: key, inclusive: true) }
+            if applying != nil {
+                // A key that a commit being applied adds is not there yet.
+                let path = SettingPath(unchecked: key)
+                if userValue(path) == nil, schemas[path] == nil {
+                    cursor.advance(past: key, orders)
+                    continue
+                }
+            }
             let rest = key.utf8.dropFirst(prefix.utf8.count)
             if let slash = rest.firstIndex(of: UInt8(ascii: "/")) {
                 let name = String(decoding: rest[..<slash], as: UTF8.self)
                 body(name + "/")
                 // Everything below `prefix + name + "/"` sorts before `prefix + name + "0"`.
-                cursor = KeyCursor(values.order, schemas.order, from: ReadResume(text: prefix + name + "0", inclusive: true))
+                cursor = KeyCursor(orders, from: ReadResume(text: prefix + name + "0", inclusive: true))
             } else {
                 body(String(decoding: rest, as: UTF8.self))
-                cursor.advance(past: key, values.order, schemas.order)
+                cursor.advance(past: key, orders)
             }
             taken += 1
         }
@@ -225,30 +268,30 @@ struct CommittedState {
     }
 }
 
-/// A position in two key orders at once (user values and schemas), whose current key is the smaller of
-/// theirs: their union in order.
+/// A position in several key orders at once, whose current key is the smallest of theirs: their union in
+/// order.
 struct KeyCursor {
-    private var first: SortedKeys.Index
-    private var second: SortedKeys.Index
+    private var positions: [SortedKeys.Index]
 
-    init(_ a: SortedKeys, _ b: SortedKeys, from resume: ReadResume) {
-        first = resume.inclusive ? a.firstIndex(notBefore: resume.text) : a.firstIndex(after: resume.text)
-        second = resume.inclusive ? b.firstIndex(notBefore: resume.text) : b.firstIndex(after: resume.text)
+    init(_ orders: [SortedKeys], from resume: ReadResume) {
+        positions = orders.map { resume.inclusive ? $0.firstIndex(notBefore: resume.text) : $0.firstIndex(after: resume.text) }
     }
 
-    /// The current key, nil at the end of both.
-    func current(_ a: SortedKeys, _ b: SortedKeys) -> String? {
-        let x = first == a.endIndex ? nil : a[first]
-        let y = second == b.endIndex ? nil : b[second]
-        guard let x else { return y }
-        guard let y else { return x }
-        return x < y ? x : y
+    /// The current key, nil at the end of every order.
+    func current(_ orders: [SortedKeys]) -> String? {
+        var smallest: String?
+        for (order, position) in zip(orders, positions) where position != order.endIndex {
+            let key = order[position]
+            if smallest.map({ key < $0 }) ?? true { smallest = key }
+        }
+        return smallest
     }
 
-    /// Moves past `key`, the current key, in both orders.
-    mutating func advance(past key: String, _ a: SortedKeys, _ b: SortedKeys) {
-        if first != a.endIndex, a[first] == key { first = a.index(after: first) }
-        if second != b.endIndex, b[second] == key { second = b.index(after: second) }
+    /// Moves past `key`, the current key, in every order.
+    mutating func advance(past key: String, _ orders: [SortedKeys]) {
+        for (slot, order) in orders.enumerated() where positions[slot] != order.endIndex && order[positions[slot]] == key {
+            positions[slot] = order.index(after: positions[slot])
+        }
     }
 }
 

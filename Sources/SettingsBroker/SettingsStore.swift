@@ -24,6 +24,24 @@
 // read a `Get` on the connection's own thread: a durable `Set` wakes no thread in the broker but the
 // connection's, where an actor and its tasks woke seven. Lock order: `writer`, then `committed`; neither is
 // held while calling out.
+//
+// Directories cost what they hold, and hold up no one for long. The keys of the values, of the schemas and of
+// the resets since start-up are kept in byte order (`SortedKeys`), so a directory is a range of keys. Holding
+// `committed` stops every `Get` (they are read on the connection's thread), so nothing holds it for more than
+// a bounded piece of work (about 0.1 – 1 ms):
+// - `ReadTree` and `List` read `readPiece` (512) keys per hold and go on only if no commit in between touched
+//   the directory (`RecentChanges`, the locations of the last 64 commits), so each reply is the directory as
+//   of one serial; after three restarts under a directory written without pause the rest is read in one hold.
+// - A commit of more than `memoryPiece` (2,048) writes (a `Reset` of a large directory, a large `Apply`) is
+//   applied to memory in pieces: the old values of its keys are put beside the table first
+//   (`CommittedState.applying`, through which every read goes), the table then changes a piece at a time, and
+//   one short hold moves the serial on and drops the old values, so readers see all of the commit or none.
+//   Commits are applied without the `writer` lock: validation meanwhile sees the batch's writes staged, and
+//   they are unstaged, in pieces, once the committed state shows them.
+// - Validation reads a directory's committed keys (a directory reset, a compare-and-set on a directory) in
+//   pieces under `writer`; a commit applied between two pieces has its writes staged, which override them.
+// The price: while a large commit is applied, a `Get` looks its key up among the old values too, and the old
+// values take memory (about 100 bytes a key) until the commit is applied.
 
 import DBus
 import Dispatch
@@ -341,21 +359,32 @@ public final class SettingsStore: Sendable {
     }
 
     private func finishCommit(_ batch: Batch, took duration: Duration) {
-        let (changes, handler) = writer.withLock { state in
-            state.lastCommitWasSlow = duration > state.slowCommit
-            var changes: [CommittedChange] = []
-            for (changeset, _) in batch {
-                if let change = commitToMemory(changeset, &state) { changes.append(change) }
+        // The `writer` lock is not held while the batch is applied to memory: a large commit would hold up
+        // every writer (and the connection's thread, where `Set` is validated). Validation meanwhile still sees
+        // the batch's writes staged, and they are unstaged only once the committed state shows them.
+        var changes: [CommittedChange] = []
+        for (changeset, _) in batch {
+            if let change = commitToMemory(changeset) { changes.append(change) }
+        }
+        let last = batch.last!.changeset.serial
+        for (changeset, _) in batch {
+            for piece in Self.pieces(of: changeset.writes) {
+                writer.withLock { state in
+                    for (key, _) in piece where (state.stagedValues[key]?.serial ?? .max) <= last {
+                        state.stagedValues[key] = nil
+                    }
+                }
             }
-            let last = batch.last!.changeset.serial
-            state.stagedValues = state.stagedValues.filter { $0.value.serial > last }
+        }
+        let handler = writer.withLock { state in
+            state.lastCommitWasSlow = duration > state.slowCommit
             for (changeset, _) in batch {
                 for registration in changeset.registrations
                 where state.stagedSchemas[registration.key] == registration.schema {
                     state.stagedSchemas[registration.key] = nil
                 }
             }
-            return (changes, state.commitHandler)
+            return state.commitHandler
         }
         for (changeset, completion) in batch { completion(.success(changeset.serial)) }
         handler(changes)
@@ -375,13 +404,50 @@ public final class SettingsStore: Sendable {
         for (_, completion) in pending { completion(.failure(error)) }
     }
 
-    private func commitToMemory(_ changeset: ResolvedChangeset, _ writerState: inout WriterState) -> CommittedChange? {
-        writerState.resetSerials.record(changeset.writes, serial: changeset.serial)
+    /// The most keys a commit writes to memory under one hold of a lock; a larger commit is applied in pieces
+    /// of this size (about 1 ms of work each), so that it holds up `Get`s and writers for a piece at a time.
+    static let memoryPiece = 2048
+
+    /// A commit's writes in pieces of ``memoryPiece``.
+    private static func pieces<T>(of writes: [T]) -> [ArraySlice<T>] {
+        stride(from: 0, to: writes.count, by: memoryPiece).map { writes[$0..<min($0 + memoryPiece, writes.count)] }
+    }
+
+    /// Applies a committed changeset to memory and returns what the `Changed` signal reports of it.
+    ///
+    /// Commits run one at a time, so nothing else changes the committed state meanwhile. A changeset of at most
+    /// ``memoryPiece`` writes is applied under one hold of the `committed` lock. A larger one (a `Reset` of a
+    /// directory of 100,000 keys, a large `Apply`) is applied in pieces: the user values its keys had are read
+    /// first, in pieces, and put beside the table (`CommittedState.applying`), so that every read meanwhile
+    /// sees the state before the commit; the writes then go into the table a piece at a time; and one short
+    /// hold of the lock registers its schemas, moves the serial on and drops the old values, so that readers
+    /// see the whole commit at once. What the signal reports is then read in pieces too.
+    private func commitToMemory(_ changeset: ResolvedChangeset) -> CommittedChange? {
+        let pieces = Self.pieces(of: changeset.writes)
+        for piece in pieces { writer.withLock { $0.resetSerials.record(piece, serial: changeset.serial) } }
         let touched = SettingLocation.enclosing(changeset.writes.map(\.key) + changeset.registrations.map(\.key))
-        // Reads wait while the lock is held (up to about 90 ms during a commit of 100,000 keys): what does not
-        // need the committed state is done before and after.
+        let large = pieces.count > 1
+        if large {
+            var before: [SettingPath: UserValue?] = [:]
+            before.reserveCapacity(changeset.writes.count)
+            var keysBefore: [String] = []
+            for piece in pieces {
+                let values = committed.withLock { state in piece.map { state.values[$0.key] } }
+                for ((key, _), value) in zip(piece, values) {
+                    before[key] = .some(value)
+                    if value != nil { keysBefore.append(key.rawValue) }
+                }
+            }
+            var order = SortedKeys()
+            order.apply(inserting: keysBefore, removing: [])
+            let applying = CommittedState.Applying(before: before, keysBefore: order)
+            committed.withLock { $0.applying = applying }
+            for piece in pieces {
+                committed.withLock { $0.values.apply(piece, serial: changeset.serial) }
+            }
+        }
         var changedKeys = changeset.writes.map(\.key)
-        let committedChange = committed.withLock { state -> CommittedChange? in
+        let (committedChange, replaced) = committed.withLock { state -> (CommittedChange?, CommittedState.Applying?) in
             state.serial = changeset.serial
             if let touched { state.recentChanges.record(serial: changeset.serial, location: touched) }
             for (key, schema) in changeset.registrations {
@@ -394,28 +460,44 @@ public final class SettingsStore: Sendable {
                     changedKeys.append(key)
                 }
             }
-            guard !changedKeys.isEmpty else { return nil }
+            // The old values are released after the lock.
+            let replaced = state.applying
+            state.applying = nil
+            guard !changedKeys.isEmpty else { return (nil, replaced) }
             var change = CommittedChange(
                 path: .directory(.root), values: [], removed: [], secretKeys: [], serial: changeset.serial,
                 origin: changeset.origin)
-            change.values.reserveCapacity(changedKeys.count)
-            state.values.apply(changeset.writes, serial: changeset.serial)
-            for key in changedKeys {
-                if state.schemas[key]?.isSecret == true {
-                    change.secretKeys.append(key.rawValue)
-                } else if let effective = state.effectiveValue(key) {
-                    change.values.append(CommittedChange.Value(key: key.rawValue, value: effective))
-                } else {
-                    change.removed.append(key.rawValue)
-                }
+            if !large {
+                state.values.apply(changeset.writes, serial: changeset.serial)
+                Self.describe(changedKeys[...], state, into: &change)
             }
-            return change
+            return (change, replaced)
         }
+        _ = replaced
         guard var change = committedChange else { return nil }
+        if large {
+            change.values.reserveCapacity(changedKeys.count)
+            for piece in Self.pieces(of: changedKeys) {
+                committed.withLock { state in Self.describe(piece, state, into: &change) }
+            }
+        }
         change.path = SettingLocation.enclosing(changedKeys) ?? .directory(.root)
         // The writes are in key order; keys a registration added come after them.
         if changedKeys.count > changeset.writes.count { change.values.sort { $0.key < $1.key } }
         return change
+    }
+
+    /// Adds the effective values of changed keys to a change.
+    private static func describe(_ keys: ArraySlice<SettingPath>, _ state: CommittedState, into change: inout CommittedChange) {
+        for key in keys {
+            if state.schemas[key]?.isSecret == true {
+                change.secretKeys.append(key.rawValue)
+            } else if let effective = state.effectiveValue(key) {
+                change.values.append(CommittedChange.Value(key: key.rawValue, value: effective))
+            } else {
+                change.removed.append(key.rawValue)
+            }
+        }
     }
 
     // MARK: - Staged view (for validation)
@@ -426,12 +508,12 @@ public final class SettingsStore: Sendable {
 
     private func currentUserValue(_ key: SettingPath, _ state: WriterState) -> DBusValue? {
         if let staged = state.stagedValues[key] { return staged.value }
-        return committed.withLock { $0.values[key]?.value }
+        return committed.withLock { $0.userValue(key)?.value }
     }
 
     /// The keys below a directory that have a user value in the staged view, in order. The committed ones are
-    /// read in pieces (only commits change them, and they wait for the `writer` lock held here), so that
-    /// `Get`s are not held up by a large directory.
+    /// read in pieces, so that `Get`s are not held up by a large directory: a commit that changes them between
+    /// two pieces is one whose writes are staged, and the staged view overrides them.
     private func userKeys(under directory: SettingDirectory, _ state: WriterState) -> [SettingPath] {
         var keys: [SettingPath] = []
         var resume: ReadResume?
@@ -465,7 +547,7 @@ public final class SettingsStore: Sendable {
     }
 
     private func lastChange(of key: SettingPath, _ state: WriterState) -> UInt64 {
-        state.stagedValues[key]?.serial ?? committed.withLock { $0.values[key]?.serial } ?? state.resetSerials[key]
+        state.stagedValues[key]?.serial ?? committed.withLock { $0.userValue(key)?.serial } ?? state.resetSerials[key]
             ?? baselineSerial
     }
 
@@ -478,7 +560,8 @@ public final class SettingsStore: Sendable {
         for (key, staged) in state.stagedValues where directory.contains(key) && staged.serial > ifSerial {
             return "\(key) under \(directory) changed at serial \(staged.serial), after serial \(ifSerial)"
         }
-        // Read in pieces, as in `userKeys(under:)`.
+        // Read in pieces, as in `userKeys(under:)`: a commit applied meanwhile has its writes staged, and they
+        // were checked above.
         var changed: (key: SettingPath, serial: UInt64)?
         var resume: ReadResume?
         repeat {

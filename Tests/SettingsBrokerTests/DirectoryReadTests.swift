@@ -202,6 +202,13 @@ struct DirectoryReadTests {
                 let values = Set(entries.map { $0.value })
                 #expect(values.count == 1, "a reply mixed \(values.count) commits")
                 if case .variant(.int32(let round))? = values.first { seen.insert(round) }
+                // And: two keys the commits write in different pieces are read from the same commit.
+                for _ in 0..<10 {
+                    let pair = try #require(
+                        try await connection.settings("GetMany", [.array(.string, [.string("/big/d0/k0"), .string("/big/d3/k2999")])])
+                            .first?.entries)
+                    #expect(pair.count == 2 && pair[0].value == pair[1].value, "GetMany mixed two commits: \(pair)")
+                }
             }
             writer.cancel()
             _ = try? await writer.value
