@@ -252,13 +252,21 @@ public final class SettingsStore: Sendable {
         }
         var writes: [SettingPath: DBusValue?] = [:]
         var touchedDirectories: [SettingDirectory] = []
+        // A changeset that only resets one directory (a `Reset`, validated on the connection's thread) takes
+        // its keys in order as they are, without a dictionary and a sort of 100,000 keys.
+        var onlyDirectoryReset: [SettingPath]?
         for location in changeset.resets {
             switch location {
             case .key(let key):
                 if currentUserValue(key, state) != nil { writes[key] = .some(nil) }
             case .directory(let directory):
                 touchedDirectories.append(directory)
-                for key in userKeys(under: directory, state) { writes[key] = .some(nil) }
+                let keys = userKeys(under: directory, state)
+                if changeset.resets.count == 1, changeset.sets.isEmpty {
+                    onlyDirectoryReset = keys
+                } else {
+                    for key in keys { writes[key] = .some(nil) }
+                }
             }
         }
         for (key, value) in changeset.sets {
@@ -283,7 +291,7 @@ public final class SettingsStore: Sendable {
         }
         return ResolvedChangeset(
             serial: state.nextSerial,
-            writes: writes.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
+            writes: onlyDirectoryReset?.map { ($0, nil) } ?? writes.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
             registrations: registrations, origin: changeset.origin)
     }
 
@@ -359,35 +367,47 @@ public final class SettingsStore: Sendable {
     }
 
     private func finishCommit(_ batch: Batch, took duration: Duration) {
-        // The `writer` lock is not held while the batch is applied to memory: a large commit would hold up
-        // every writer (and the connection's thread, where `Set` is validated). Validation meanwhile still sees
-        // the batch's writes staged, and they are unstaged only once the committed state shows them.
         var changes: [CommittedChange] = []
-        for (changeset, _) in batch {
-            if let change = commitToMemory(changeset) { changes.append(change) }
-        }
-        let last = batch.last!.changeset.serial
-        for (changeset, _) in batch {
-            for piece in Self.pieces(of: changeset.writes) {
-                writer.withLock { state in
-                    for (key, _) in piece where (state.stagedValues[key]?.serial ?? .max) <= last {
-                        state.stagedValues[key] = nil
-                    }
+        let handler: @Sendable ([CommittedChange]) -> Void
+        if batch.reduce(0, { $0 + $1.changeset.writes.count }) <= Self.memoryPiece {
+            handler = writer.withLock { state in
+                for (changeset, _) in batch {
+                    state.resetSerials.record(changeset.writes, serial: changeset.serial)
+                    if let change = commitToMemory(changeset) { changes.append(change) }
                 }
+                return endCommit(batch, took: duration, &state)
             }
-        }
-        let handler = writer.withLock { state in
-            state.lastCommitWasSlow = duration > state.slowCommit
+        } else {
+            // The `writer` lock is not held while a large batch is applied to memory: it would hold up every
+            // writer (and the connection's thread, where `Set` is validated). Validation meanwhile still sees the
+            // batch's writes staged, and they are unstaged only once the committed state shows them.
             for (changeset, _) in batch {
-                for registration in changeset.registrations
-                where state.stagedSchemas[registration.key] == registration.schema {
-                    state.stagedSchemas[registration.key] = nil
+                Self.forEachPiece(of: changeset.writes) { piece in
+                    writer.withLock { $0.resetSerials.record(piece, serial: changeset.serial) }
                 }
+                if let change = commitToMemory(changeset) { changes.append(change) }
             }
-            return state.commitHandler
+            handler = writer.withLock { state in endCommit(batch, took: duration, &state) }
         }
         for (changeset, completion) in batch { completion(.success(changeset.serial)) }
         handler(changes)
+    }
+
+    /// Unstages what a batch wrote, now that the committed state shows it, and returns the commit handler.
+    private func endCommit(_ batch: Batch, took duration: Duration, _ state: inout WriterState) -> @Sendable ([CommittedChange]) -> Void {
+        state.lastCommitWasSlow = duration > state.slowCommit
+        let last = batch.last!.changeset.serial
+        for (changeset, _) in batch {
+            // A key written again by a later changeset, not yet committed, stays staged.
+            for (key, _) in changeset.writes where (state.stagedValues[key]?.serial ?? .max) <= last {
+                state.stagedValues[key] = nil
+            }
+            for registration in changeset.registrations
+            where state.stagedSchemas[registration.key] == registration.schema {
+                state.stagedSchemas[registration.key] = nil
+            }
+        }
+        return state.commitHandler
     }
 
     /// A failed transaction: later changesets were validated on top of the failed ones, so they fail too, and
@@ -408,9 +428,14 @@ public final class SettingsStore: Sendable {
     /// of this size (about 1 ms of work each), so that it holds up `Get`s and writers for a piece at a time.
     static let memoryPiece = 2048
 
-    /// A commit's writes in pieces of ``memoryPiece``.
-    private static func pieces<T>(of writes: [T]) -> [ArraySlice<T>] {
-        stride(from: 0, to: writes.count, by: memoryPiece).map { writes[$0..<min($0 + memoryPiece, writes.count)] }
+    /// Calls `body` with a commit's writes in pieces of ``memoryPiece``.
+    private static func forEachPiece<T>(of writes: [T], _ body: (ArraySlice<T>) -> Void) {
+        var start = 0
+        while start < writes.count {
+            let end = min(start + memoryPiece, writes.count)
+            body(writes[start..<end])
+            start = end
+        }
     }
 
     /// Applies a committed changeset to memory and returns what the `Changed` signal reports of it.
@@ -423,15 +448,16 @@ public final class SettingsStore: Sendable {
     /// hold of the lock registers its schemas, moves the serial on and drops the old values, so that readers
     /// see the whole commit at once. What the signal reports is then read in pieces too.
     private func commitToMemory(_ changeset: ResolvedChangeset) -> CommittedChange? {
-        let pieces = Self.pieces(of: changeset.writes)
-        for piece in pieces { writer.withLock { $0.resetSerials.record(piece, serial: changeset.serial) } }
-        let touched = SettingLocation.enclosing(changeset.writes.map(\.key) + changeset.registrations.map(\.key))
-        let large = pieces.count > 1
+        var changedKeys = changeset.writes.map(\.key)
+        let written = SettingLocation.enclosing(changedKeys)
+        let touched =
+            changeset.registrations.isEmpty ? written : SettingLocation.enclosing(changedKeys + changeset.registrations.map(\.key))
+        let large = changeset.writes.count > Self.memoryPiece
         if large {
             var before: [SettingPath: UserValue?] = [:]
             before.reserveCapacity(changeset.writes.count)
             var keysBefore: [String] = []
-            for piece in pieces {
+            Self.forEachPiece(of: changeset.writes) { piece in
                 let values = committed.withLock { state in piece.map { state.values[$0.key] } }
                 for ((key, _), value) in zip(piece, values) {
                     before[key] = .some(value)
@@ -442,11 +468,10 @@ public final class SettingsStore: Sendable {
             order.apply(inserting: keysBefore, removing: [])
             let applying = CommittedState.Applying(before: before, keysBefore: order)
             committed.withLock { $0.applying = applying }
-            for piece in pieces {
+            Self.forEachPiece(of: changeset.writes) { piece in
                 committed.withLock { $0.values.apply(piece, serial: changeset.serial) }
             }
         }
-        var changedKeys = changeset.writes.map(\.key)
         let (committedChange, replaced) = committed.withLock { state -> (CommittedChange?, CommittedState.Applying?) in
             state.serial = changeset.serial
             if let touched { state.recentChanges.record(serial: changeset.serial, location: touched) }
@@ -477,11 +502,12 @@ public final class SettingsStore: Sendable {
         guard var change = committedChange else { return nil }
         if large {
             change.values.reserveCapacity(changedKeys.count)
-            for piece in Self.pieces(of: changedKeys) {
+            Self.forEachPiece(of: changedKeys) { piece in
                 committed.withLock { state in Self.describe(piece, state, into: &change) }
             }
         }
-        change.path = SettingLocation.enclosing(changedKeys) ?? .directory(.root)
+        change.path =
+            (changedKeys.count == changeset.writes.count ? written : SettingLocation.enclosing(changedKeys)) ?? .directory(.root)
         // The writes are in key order; keys a registration added come after them.
         if changedKeys.count > changeset.writes.count { change.values.sort { $0.key < $1.key } }
         return change
