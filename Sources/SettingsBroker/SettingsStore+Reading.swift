@@ -226,6 +226,34 @@ struct CommittedState {
         return nil
     }
 
+    /// Calls `body` with each key below `directory` that has a user value, in order, starting after `resume`,
+    /// for at most `limit` keys; returns where to go on, or nil when the directory is done. Like
+    /// ``forEachValue(in:after:limit:_:)`` without looking the values up, unless a commit is being applied.
+    func forEachKeyWithValue(
+        in directory: SettingDirectory, after resume: ReadResume?, limit: Int, _ body: (SettingPath) -> Void
+    ) -> ReadResume? {
+        guard applying == nil else {
+            return forEachValue(in: directory, after: resume, limit: limit) { key, _ in
+                body(key)
+                return true
+            }
+        }
+        let upper = Self.upperBound(of: directory)
+        let order = values.order
+        var index = resume.map { $0.inclusive ? order.firstIndex(notBefore: $0.text) : order.firstIndex(after: $0.text) }
+            ?? order.firstIndex(notBefore: directory.rawValue)
+        var taken = 0
+        while index != order.endIndex {
+            let key = order[index]
+            guard key < upper else { return nil }
+            if taken == limit { return ReadResume(text: key, inclusive: true) }
+            body(SettingPath(unchecked: key))
+            taken += 1
+            index = order.index(after: index)
+        }
+        return nil
+    }
+
     /// Calls `body` with the name of each direct child of `directory` (a key's name, a subdirectory's name and
     /// `/`), in order, starting after `resume`, for at most `limit` children; returns where to go on, or nil
     /// when the directory is done. A subdirectory is passed over with one search, whatever it holds.

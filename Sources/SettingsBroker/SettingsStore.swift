@@ -181,6 +181,7 @@ public final class SettingsStore: Sendable {
                 return .answered(.success(state.nextSerial - 1))
             }
             state.nextSerial += 1
+            if resolved.writes.count > 64 { state.stagedValues.reserveCapacity(state.stagedValues.count + resolved.writes.count) }
             for write in resolved.writes {
                 state.stagedValues[write.key] = (write.value, resolved.serial)
             }
@@ -375,7 +376,7 @@ public final class SettingsStore: Sendable {
                     state.resetSerials.record(changeset.writes, serial: changeset.serial)
                     if let change = commitToMemory(changeset) { changes.append(change) }
                 }
-                return endCommit(batch, took: duration, &state)
+                return endCommit(batch, took: duration, unstagingValues: true, &state)
             }
         } else {
             // The `writer` lock is not held while a large batch is applied to memory: it would hold up every
@@ -387,19 +388,33 @@ public final class SettingsStore: Sendable {
                 }
                 if let change = commitToMemory(changeset) { changes.append(change) }
             }
-            handler = writer.withLock { state in endCommit(batch, took: duration, &state) }
+            // Unstaged in pieces first, for the same reason; what is left is done as for a small batch.
+            let last = batch.last!.changeset.serial
+            for (changeset, _) in batch {
+                Self.forEachPiece(of: changeset.writes) { piece in
+                    writer.withLock { state in
+                        for (key, _) in piece where (state.stagedValues[key]?.serial ?? .max) <= last {
+                            state.stagedValues[key] = nil
+                        }
+                    }
+                }
+            }
+            handler = writer.withLock { state in endCommit(batch, took: duration, unstagingValues: false, &state) }
         }
         for (changeset, completion) in batch { completion(.success(changeset.serial)) }
         handler(changes)
     }
 
-    /// Unstages what a batch wrote, now that the committed state shows it, and returns the commit handler.
-    private func endCommit(_ batch: Batch, took duration: Duration, _ state: inout WriterState) -> @Sendable ([CommittedChange]) -> Void {
+    /// Unstages what a batch wrote (its values unless `unstagingValues` is false: they were already), now
+    /// that the committed state shows it, and returns the commit handler.
+    private func endCommit(
+        _ batch: Batch, took duration: Duration, unstagingValues: Bool, _ state: inout WriterState
+    ) -> @Sendable ([CommittedChange]) -> Void {
         state.lastCommitWasSlow = duration > state.slowCommit
         let last = batch.last!.changeset.serial
         for (changeset, _) in batch {
             // A key written again by a later changeset, not yet committed, stays staged.
-            for (key, _) in changeset.writes where (state.stagedValues[key]?.serial ?? .max) <= last {
+            for (key, _) in changeset.writes where unstagingValues && (state.stagedValues[key]?.serial ?? .max) <= last {
                 state.stagedValues[key] = nil
             }
             for registration in changeset.registrations
@@ -545,10 +560,7 @@ public final class SettingsStore: Sendable {
         var resume: ReadResume?
         repeat {
             resume = committed.withLock { committed in
-                committed.forEachValue(in: directory, after: resume, limit: 8 * Self.readPiece) { key, _ in
-                    keys.append(key)
-                    return true
-                }
+                committed.forEachKeyWithValue(in: directory, after: resume, limit: 8 * Self.readPiece) { keys.append($0) }
             }
         } while resume != nil
         var staged: [SettingPath: Bool] = [:]
