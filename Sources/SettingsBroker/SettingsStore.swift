@@ -32,7 +32,7 @@
 // - `ReadTree` and `List` read `readPiece` (512) keys per hold and go on only if no commit in between touched
 //   the directory (`RecentChanges`, the locations of the last 64 commits), so each reply is the directory as
 //   of one serial; after three restarts under a directory written without pause the rest is read in one hold.
-// - A commit of more than `memoryPiece` (2,048) writes (a `Reset` of a large directory, a large `Apply`) is
+// - A commit of more than `memoryPiece` (1,024) writes (a `Reset` of a large directory, a large `Apply`) is
 //   applied to memory in pieces: the old values of its keys are put beside the table first
 //   (`CommittedState.applying`, through which every read goes), the table then changes a piece at a time, and
 //   one short hold moves the serial on and drops the old values, so readers see all of the commit or none.
@@ -441,7 +441,7 @@ public final class SettingsStore: Sendable {
 
     /// The most keys a commit writes to memory under one hold of a lock; a larger commit is applied in pieces
     /// of this size (about 1 ms of work each), so that it holds up `Get`s and writers for a piece at a time.
-    static let memoryPiece = 2048
+    static let memoryPiece = 1024
 
     /// Calls `body` with a commit's writes in pieces of ``memoryPiece``.
     private static func forEachPiece<T>(of writes: [T], _ body: (ArraySlice<T>) -> Void) {

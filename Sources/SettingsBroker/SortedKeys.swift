@@ -7,8 +7,9 @@
 /// one chunk's keys (memmove of up to 8 KiB) and, when a chunk splits or empties, the array of chunks (one
 /// pointer per chunk, 2,000 of them for 1,000,000 keys), where a single sorted array would move half the
 /// keys. Finding a key is a binary search over the chunks' last keys, then within one chunk. A batch of keys
-/// in order (a commit's writes) is merged chunk by chunk in one pass (``apply(inserting:removing:)``), so a
-/// reset of 100,000 keys in one directory drops whole chunks instead of searching for each key.
+/// in order (a commit's writes) is merged into the chunks it falls in, in one pass over them
+/// (``apply(inserting:removing:)``), so a reset of 100,000 keys in one directory drops whole chunks instead
+/// of searching for each key.
 ///
 /// Each key costs its `String` (16 bytes; the text itself is shared with the table that holds the key), and a
 /// chunk is allocated for its full capacity: keys loaded in order fill their chunks, a chunk split by an
@@ -144,13 +145,21 @@ struct SortedKeys {
             for text in insertions { insert(text) }
             return
         }
+        // Only the chunks from the one the first change falls in to the one the last falls in are rebuilt.
+        var range = 0..<0
+        if !chunks.isEmpty {
+            let lowest = [insertions.first, removals.first].compactMap { $0 }.min()!
+            let highest = [insertions.last, removals.last].compactMap { $0 }.max()!
+            range = chunk(holding: lowest)..<(chunk(holding: highest) + 1)
+        }
         var rebuilt: [[String]] = []
-        rebuilt.reserveCapacity(chunks.count + insertions.count / chunkCapacity + 1)
+        rebuilt.reserveCapacity(range.count + insertions.count / chunkCapacity + 1)
         var pending: [String] = []  // keys of the chunk being rebuilt, not yet cut into chunks
         var insert = insertions[...], remove = removals[...]
         var newCount = count
-        for (position, chunk) in chunks.enumerated() {
-            let isLast = position == chunks.count - 1
+        for position in range {
+            let chunk = chunks[position]
+            let isLast = position == range.upperBound - 1
             let last = chunk[chunk.count - 1]
             // The changes that fall in this chunk: keys up to its last one (every key left, for the last chunk).
             let insertEnd = isLast ? insert.endIndex : (insert.firstIndex { $0 > last } ?? insert.endIndex)
@@ -200,8 +209,18 @@ struct SortedKeys {
             }
         }
         flush(&pending, into: &rebuilt)
-        chunks = rebuilt
+        chunks.replaceSubrange(range, with: rebuilt)
         count = newCount
+    }
+
+    /// The chunk a key falls in: the first whose last key is not less than it, else the last chunk. Chunks only.
+    private func chunk(holding text: String) -> Int {
+        var low = 0, high = chunks.count
+        while low < high {
+            let middle = (low + high) / 2
+            if chunks[middle][chunks[middle].count - 1] < text { low = middle + 1 } else { high = middle }
+        }
+        return Swift.min(low, chunks.count - 1)
     }
 
     /// Cuts keys in order into chunks (full ones, the rest in one) and appends them.
