@@ -36,12 +36,16 @@
 //   applied to memory in pieces: the old values of its keys are put beside the table first
 //   (`CommittedState.applying`, through which every read goes), the table then changes a piece at a time, and
 //   one short hold moves the serial on and drops the old values, so readers see all of the commit or none.
-//   Commits are applied without the `writer` lock: validation meanwhile sees the batch's writes staged, and
-//   they are unstaged, in pieces, once the committed state shows them.
+//   A batch of more than `memoryPiece` writes is applied without the `writer` lock (a smaller one holds it,
+//   as before): validation meanwhile sees the batch's writes staged, and they are unstaged, in pieces, once
+//   the committed state shows them.
 // - Validation reads a directory's committed keys (a directory reset, a compare-and-set on a directory) in
 //   pieces under `writer`; a commit applied between two pieces has its writes staged, which override them.
 // The price: while a large commit is applied, a `Get` looks its key up among the old values too, and the old
-// values take memory (about 100 bytes a key) until the commit is applied.
+// values take memory (about 100 bytes a key) until the commit is applied. Not done: a `Reset` of a directory
+// is validated on the connection's thread, in the order of the calls around it, and taking and staging its
+// keys is linear in the directory (0.25 – 0.5 s for 100,000 keys on a loaded machine), during which `Get`s
+// wait; validating it in the background, with the calls behind it queued in order, would remove that.
 
 import DBus
 import Dispatch
