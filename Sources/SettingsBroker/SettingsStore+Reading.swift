@@ -34,38 +34,66 @@ extension SettingsStore {
         }
     }
 
-    /// Every key with an effective value below a directory, and the current serial.
+    /// Every key with an effective value below a directory, and the serial they were read at.
+    ///
+    /// Read in pieces of ``readPiece`` keys, each under the lock (see ``readInPieces(_:_:)``), so that a large
+    /// directory does not hold up `Get`s meanwhile; the reply is the directory as of one serial all the same.
     public func readTree(_ directory: SettingDirectory) -> (values: [String: DBusValue], serial: UInt64) {
-        committed.withLock { state in
-            var result: [String: DBusValue] = [:]
-            for key in state.values.keys where directory.contains(key) {
-                result[key.rawValue] = state.effectiveValue(key)
+        var result: [String: DBusValue] = [:]
+        let serial = readInPieces(directory) { state, resume, limit in
+            if resume == nil { result.removeAll(keepingCapacity: true) }
+            return state.forEachKey(in: directory, after: resume, limit: limit) { key, user, schema in
+                if let value = CommittedState.effectiveValue(user, schema) { result[key] = value }
             }
-            for key in state.schemas.keys where directory.contains(key) && result[key.rawValue] == nil {
-                result[key.rawValue] = state.effectiveValue(key)
-            }
-            return (result, state.serial)
         }
+        return (result, serial)
     }
 
     /// The direct children of a directory: key names, and subdirectory names ending in `/`, sorted.
+    ///
+    /// A subdirectory is passed over with one search, whatever it holds; read in pieces like ``readTree(_:)``.
     public func list(_ directory: SettingDirectory) -> [String] {
-        var names = Set<String>()
-        let prefixLength = directory.rawValue.utf8.count
-        func add(_ key: SettingPath) {
-            guard directory.contains(key) else { return }
-            let rest = key.rawValue.utf8.dropFirst(prefixLength)
-            if let slash = rest.firstIndex(of: UInt8(ascii: "/")) {
-                names.insert(String(decoding: rest[..<slash], as: UTF8.self) + "/")
-            } else {
-                names.insert(String(decoding: rest, as: UTF8.self))
+        var names: [String] = []
+        _ = readInPieces(directory) { state, resume, limit in
+            if resume == nil { names.removeAll(keepingCapacity: true) }
+            return state.forEachChild(of: directory, after: resume, limit: limit) { names.append($0) }
+        }
+        return names
+    }
+
+    /// The most keys (or children) a directory read takes under one hold of the lock: about 0.1 ms of work.
+    static let readPiece = 512
+
+    /// Reads a directory in pieces: `piece` reads up to `limit` entries after `resume` (nil for the start; the
+    /// piece starts afresh then) and returns where the next piece starts, nil at the end. Returns the serial the
+    /// whole read holds for.
+    ///
+    /// Each piece takes the lock once. If commits happened between two pieces, the read goes on only if none of
+    /// them touched the directory (``CommittedState/recentChanges``): what was read then holds at the newer
+    /// serial as well. Otherwise it starts again, and after three such restarts it reads the rest of the
+    /// directory in one hold of the lock, so that a directory written without pause is still read.
+    func readInPieces(
+        _ directory: SettingDirectory,
+        _ piece: (CommittedState, _ resume: ReadResume?, _ limit: Int) -> ReadResume?
+    ) -> UInt64 {
+        var restarts = 0
+        var serial: UInt64?
+        var resume: ReadResume?
+        while true {
+            let outcome: (next: ReadResume?, done: Bool) = committed.withLock { state in
+                if let read = serial, state.serial != read,
+                    state.recentChanges.touched(directory, after: read)
+                {
+                    restarts += 1
+                    resume = nil
+                }
+                serial = state.serial
+                let next = piece(state, resume, restarts >= 3 ? .max : Self.readPiece)
+                return (next, next == nil)
             }
+            if outcome.done { return serial! }
+            resume = outcome.next
         }
-        committed.withLock { state in
-            for key in state.values.keys { add(key) }
-            for key in state.schemas.keys { add(key) }
-        }
-        return names.sorted()
     }
 
     /// What is known of a key: its schema, user value and effective value.
@@ -73,7 +101,7 @@ extension SettingsStore {
     /// - Throws: ``SettingsError`` `UnknownKey` when the key has neither a user value nor a schema.
     public func describe(_ key: SettingPath) throws(SettingsError) -> KeyDescription {
         let (schema, user, effective) = committed.withLock { state in
-            (state.schemas[key], state.values[key], state.effectiveValue(key))
+            (state.schemas[key], state.userValue(key), state.effectiveValue(key))
         }
         guard schema != nil || user != nil else {
             throw .unknownKey("\(key) has no value and no registered schema")
@@ -84,24 +112,248 @@ extension SettingsStore {
     }
 }
 
+/// Where a directory read goes on: after a key, or at the first key not before a text.
+struct ReadResume: Equatable {
+    var text: String
+    var inclusive: Bool
+}
+
 /// The committed values, schemas and serial of a ``SettingsStore``.
 ///
 /// It sits behind a lock so that reads from memory (`Get`, `GetMany`) can be answered on the connection's
 /// thread, without a task and the two thread wake-ups one costs; the store's commits are its only writer and
-/// mutate it in place, so no copy of the dictionaries is ever made.
+/// mutate it in place, so no copy of the tables is ever made.
+///
+/// A large commit is applied to `values` in pieces, each under the lock (see `SettingsStore.commitToMemory`);
+/// meanwhile `applying` holds the user values its keys had before it, and every read goes through it
+/// (``userValue(_:)``, the directory reads), so that readers see the state before the commit until it is
+/// applied whole and `serial` moves on.
 struct CommittedState {
     typealias UserValue = ValueTable.UserValue
 
+    /// The user values; read them through ``userValue(_:)``, which sees a commit being applied.
     var values: ValueTable
-    var schemas: [SettingPath: SettingSchema]
+    var schemas: SchemaTable
     /// The serial of the last commit.
     var serial: UInt64
+    /// Where the latest commits changed something, so that a directory read in pieces can tell whether one
+    /// touched it between two pieces.
+    var recentChanges = RecentChanges()
+    /// A large commit being applied to `values` in pieces, nil otherwise.
+    var applying: Applying?
+
+    /// The user values that the keys of a commit being applied had before it.
+    struct Applying {
+        /// Each key the commit writes, with its user value before it (nil: none).
+        var before: [SettingPath: UserValue?]
+        /// The keys in `before` that had a user value, in order.
+        var keysBefore: SortedKeys
+    }
+
+    init(values: ValueTable, schemas: [SettingPath: SettingSchema], serial: UInt64) {
+        self.values = values
+        self.schemas = SchemaTable(schemas)
+        self.serial = serial
+    }
+
+    /// The user value of a key, as of `serial`.
+    func userValue(_ key: SettingPath) -> UserValue? {
+        if let applying, let before = applying.before[key] { return before }
+        return values[key]
+    }
 
     /// The effective value: a user value of the registered type, else the registered default.
     func effectiveValue(_ key: SettingPath) -> DBusValue? {
-        let schema = schemas[key]
-        if let user = values[key], schema == nil || schema!.type == user.type { return user.value }
+        Self.effectiveValue(userValue(key), schemas[key])
+    }
+
+    /// The effective value of a key with this user value and schema.
+    static func effectiveValue(_ user: UserValue?, _ schema: SettingSchema?) -> DBusValue? {
+        if let user, schema == nil || schema!.type == user.type { return user.value }
         return schema?.defaultValue
+    }
+
+    /// The key orders a directory read walks: user values, schemas, and the keys a commit being applied
+    /// may have removed already.
+    private var keyOrders: [SortedKeys] {
+        [values.order, schemas.order] + (applying.map { [$0.keysBefore] } ?? [])
+    }
+
+    /// Calls `body` with each key below `directory` that has a user value or a schema, in order, starting
+    /// after `resume`, for at most `limit` keys; returns where to go on, or nil when the directory is done.
+    func forEachKey(
+        in directory: SettingDirectory, after resume: ReadResume?, limit: Int,
+        _ body: (String, UserValue?, SettingSchema?) -> Void
+    ) -> ReadResume? {
+        let upper = Self.upperBound(of: directory)
+        let orders = keyOrders
+        var cursor = KeyCursor(orders, from: resume ?? ReadResume(text: directory.rawValue, inclusive: true))
+        var taken = 0
+        while let key = cursor.current(orders), key < upper {
+            if taken == limit { return ReadResume(text: key, inclusive: true) }
+            let path = SettingPath(unchecked: key)
+            let user = userValue(path), schema = schemas[path]
+            // A key that a commit being applied adds is not there yet.
+            if user != nil || schema != nil {
+                body(key, user, schema)
+                taken += 1
+            }
+            cursor.advance(past: key, orders)
+        }
+        return nil
+    }
+
+    /// Calls `body` with each key below `directory` that has a user value, and the value, in order, starting
+    /// after `resume`, for at most `limit` keys or until `body` returns false; returns where to go on, or nil
+    /// when the directory is done or `body` returned false.
+    func forEachValue(
+        in directory: SettingDirectory, after resume: ReadResume?, limit: Int,
+        _ body: (SettingPath, UserValue) -> Bool
+    ) -> ReadResume? {
+        let upper = Self.upperBound(of: directory)
+        let orders = [values.order] + (applying.map { [$0.keysBefore] } ?? [])
+        var cursor = KeyCursor(orders, from: resume ?? ReadResume(text: directory.rawValue, inclusive: true))
+        var taken = 0
+        while let key = cursor.current(orders), key < upper {
+            if taken == limit { return ReadResume(text: key, inclusive: true) }
+            let path = SettingPath(unchecked: key)
+            if let user = userValue(path) {
+                guard body(path, user) else { return nil }
+                taken += 1
+            }
+            cursor.advance(past: key, orders)
+        }
+        return nil
+    }
+
+    /// Calls `body` with each key below `directory` that has a user value, in order, starting after `resume`,
+    /// for at most `limit` keys; returns where to go on, or nil when the directory is done. Like
+    /// ``forEachValue(in:after:limit:_:)`` without looking the values up, unless a commit is being applied.
+    func forEachKeyWithValue(
+        in directory: SettingDirectory, after resume: ReadResume?, limit: Int, _ body: (SettingPath) -> Void
+    ) -> ReadResume? {
+        guard applying == nil else {
+            return forEachValue(in: directory, after: resume, limit: limit) { key, _ in
+                body(key)
+                return true
+            }
+        }
+        let upper = Self.upperBound(of: directory)
+        let order = values.order
+        var index = resume.map { $0.inclusive ? order.firstIndex(notBefore: $0.text) : order.firstIndex(after: $0.text) }
+            ?? order.firstIndex(notBefore: directory.rawValue)
+        var taken = 0
+        while index != order.endIndex {
+            let key = order[index]
+            guard key < upper else { return nil }
+            if taken == limit { return ReadResume(text: key, inclusive: true) }
+            body(SettingPath(unchecked: key))
+            taken += 1
+            index = order.index(after: index)
+        }
+        return nil
+    }
+
+    /// Calls `body` with the name of each direct child of `directory` (a key's name, a subdirectory's name and
+    /// `/`), in order, starting after `resume`, for at most `limit` children; returns where to go on, or nil
+    /// when the directory is done. A subdirectory is passed over with one search, whatever it holds.
+    func forEachChild(
+        of directory: SettingDirectory, after resume: ReadResume?, limit: Int, _ body: (String) -> Void
+    ) -> ReadResume? {
+        let prefix = directory.rawValue
+        let upper = Self.upperBound(of: directory)
+        let orders = keyOrders
+        var cursor = KeyCursor(orders, from: resume ?? ReadResume(text: prefix, inclusive: true))
+        var taken = 0
+        while let key = cursor.current(orders), key < upper {
+            if taken == limit { return ReadResume(text: key, inclusive: true) }
+            if applying != nil {
+                // A key that a commit being applied adds is not there yet.
+                let path = SettingPath(unchecked: key)
+                if userValue(path) == nil, schemas[path] == nil {
+                    cursor.advance(past: key, orders)
+                    continue
+                }
+            }
+            let rest = key.utf8.dropFirst(prefix.utf8.count)
+            if let slash = rest.firstIndex(of: UInt8(ascii: "/")) {
+                let name = String(decoding: rest[..<slash], as: UTF8.self)
+                body(name + "/")
+                // Everything below `prefix + name + "/"` sorts before `prefix + name + "0"`.
+                cursor = KeyCursor(orders, from: ReadResume(text: prefix + name + "0", inclusive: true))
+            } else {
+                body(String(decoding: rest, as: UTF8.self))
+                cursor.advance(past: key, orders)
+            }
+            taken += 1
+        }
+        return nil
+    }
+
+    /// The first text after every key below `directory`: `/a/b0` for `/a/b/`, since `0` follows `/`.
+    static func upperBound(of directory: SettingDirectory) -> String {
+        String(directory.rawValue.dropLast()) + "0"
+    }
+}
+
+/// A position in several key orders at once, whose current key is the smallest of theirs: their union in
+/// order.
+struct KeyCursor {
+    private var positions: [SortedKeys.Index]
+
+    init(_ orders: [SortedKeys], from resume: ReadResume) {
+        positions = orders.map { resume.inclusive ? $0.firstIndex(notBefore: resume.text) : $0.firstIndex(after: resume.text) }
+    }
+
+    /// The current key, nil at the end of every order.
+    func current(_ orders: [SortedKeys]) -> String? {
+        var smallest: String?
+        for (order, position) in zip(orders, positions) where position != order.endIndex {
+            let key = order[position]
+            if smallest.map({ key < $0 }) ?? true { smallest = key }
+        }
+        return smallest
+    }
+
+    /// Moves past `key`, the current key, in every order.
+    mutating func advance(past key: String, _ orders: [SortedKeys]) {
+        for (slot, order) in orders.enumerated() where positions[slot] != order.endIndex && order[positions[slot]] == key {
+            positions[slot] = order.index(after: positions[slot])
+        }
+    }
+}
+
+/// Where the latest commits changed something: the serial and enclosing location of each of the last
+/// ``capacity`` commits.
+struct RecentChanges {
+    private var entries: [(serial: UInt64, location: SettingLocation)] = []
+    private var next = 0
+    static let capacity = 64
+
+    /// Records a commit.
+    mutating func record(serial: UInt64, location: SettingLocation) {
+        if entries.count < Self.capacity {
+            entries.append((serial, location))
+        } else {
+            entries[next] = (serial, location)
+            next = (next + 1) % Self.capacity
+        }
+    }
+
+    /// Whether a commit after `serial` may have changed something in `directory`: true when one did, or when
+    /// commits after `serial` are no longer all recorded.
+    func touched(_ directory: SettingDirectory, after serial: UInt64) -> Bool {
+        var oldestKept = UInt64.max
+        for entry in entries {
+            oldestKept = min(oldestKept, entry.serial)
+            guard entry.serial > serial else { continue }
+            switch entry.location {
+            case .key(let key): if directory.contains(key) { return true }
+            case .directory(let changed): if directory.contains(changed) || changed.contains(directory) { return true }
+            }
+        }
+        // Every commit after `serial` must be here: the one right after it at least.
+        return entries.isEmpty || oldestKept > serial + 1
     }
 }
 

@@ -35,7 +35,7 @@ public struct SettingDirectory: Sendable, Hashable {
     }
 
     /// Wraps text already known to be a valid directory.
-    init(unchecked text: String) {
+    package init(unchecked text: String) {
         rawValue = text
     }
 

@@ -48,7 +48,7 @@ public struct SettingPath: Sendable, Hashable {
     }
 
     /// Wraps text already known to be a valid key.
-    init(unchecked text: String) {
+    package init(unchecked text: String) {
         rawValue = text
         textHash = text.hashValue
     }

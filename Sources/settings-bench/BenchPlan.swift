@@ -23,16 +23,28 @@ struct BenchPlan: Sendable {
     var startsPerSize: Int
     /// The time limit of each loop, in seconds.
     var loopSeconds: Double
+    /// Directories: keys beside a 3-key directory, `ReadTree` and `List` of it timed in each store, another
+    /// client's `Get`s with nothing else going on, the keys of a large directory, and the `ReadTree`s and
+    /// `Reset`s of it during which that client's `Get`s are timed.
+    var directoryStoreKeys: Int
+    var directoryReads: Int
+    var quietGets: Int
+    var bigDirectoryKeys: Int
+    var bigReads: Int
+    var bigResets: Int
 
-    /// The full run: about two minutes on two cores.
+    /// The full run: about three minutes on two cores.
     static let full = BenchPlan(
         roundTrips: 5000, warmUp: 100, cachedReadBatches: 2000, durableWrites: 500, deliveries: 300,
         fanOuts: [10, 50], fanOutWrites: 50, writerCounts: [1, 4, 16], writerSeconds: 5,
-        storeSizes: [1_000, 10_000, 100_000], writesPerSize: 200, startsPerSize: 5, loopSeconds: 30)
+        storeSizes: [1_000, 10_000, 100_000], writesPerSize: 200, startsPerSize: 5, loopSeconds: 30,
+        directoryStoreKeys: 1_000_000, directoryReads: 500, quietGets: 2000, bigDirectoryKeys: 100_000, bigReads: 10,
+        bigResets: 3)
 
     /// The smoke run (`--smoke`): every measurement once with tiny counts, in seconds, to check that it works.
     static let smoke = BenchPlan(
         roundTrips: 20, warmUp: 2, cachedReadBatches: 10, durableWrites: 5, deliveries: 3,
         fanOuts: [2, 3], fanOutWrites: 2, writerCounts: [1, 2], writerSeconds: 0.3,
-        storeSizes: [100, 1_000], writesPerSize: 3, startsPerSize: 1, loopSeconds: 5)
+        storeSizes: [100, 1_000], writesPerSize: 3, startsPerSize: 1, loopSeconds: 5,
+        directoryStoreKeys: 1_000, directoryReads: 5, quietGets: 10, bigDirectoryKeys: 500, bigReads: 2, bigResets: 1)
 }

@@ -128,6 +128,38 @@ struct BenchReport {
                 settingsBus: Format.duration(load), dconf: dconfValue(Format.duration(dconfLoad)),
                 ratio: ratio(load, dconfLoad, "dconf")))
 
+        if let d = r.directories {
+            let beside = count(d.storeKeys), big = count(d.bigKeys)
+            rows.append(
+                Row(
+                    measure: "`ReadTree` of a 3-key directory, alone / beside \(beside), p50",
+                    settingsBus: "\(Format.duration(d.smallReadTreeAlone.p50)) / \(Format.duration(d.smallReadTreeBeside.p50))",
+                    dconf: "—", ratio: "\(Format.ratio(d.smallReadTreeBeside.p50, d.smallReadTreeAlone.p50)) alone",
+                    target: "near 1×", met: nearOne(d.smallReadTreeBeside.p50, d.smallReadTreeAlone.p50)))
+            rows.append(
+                Row(
+                    measure: "`List` of a 3-key directory, alone / beside \(beside), p50",
+                    settingsBus: "\(Format.duration(d.smallListAlone.p50)) / \(Format.duration(d.smallListBeside.p50))",
+                    dconf: "—", ratio: "\(Format.ratio(d.smallListBeside.p50, d.smallListAlone.p50)) alone",
+                    target: "near 1×", met: nearOne(d.smallListBeside.p50, d.smallListAlone.p50)))
+            rows.append(
+                Row(
+                    measure: "another client's `Get`, nothing else going on, p50 / p99 / max",
+                    settingsBus: Format.percentilesAndMax(d.quietGets), dconf: "—"))
+            rows.append(
+                Row(
+                    measure: "… while `ReadTree` of a directory of \(big) runs (\(Format.percentiles(d.bigReadTree)) each), p50 / p99 / max",
+                    settingsBus: Format.percentilesAndMax(d.getsDuringReadTree), dconf: "—",
+                    ratio: "\(Format.ratio(d.getsDuringReadTree.p50, d.quietGets.p50)) / "
+                        + "\(Format.ratio(d.getsDuringReadTree.p99, d.quietGets.p99)) quiet"))
+            rows.append(
+                Row(
+                    measure: "… while `Reset` of a directory of \(big) runs (\(Format.percentiles(d.bigReset)) each), p50 / p99 / max",
+                    settingsBus: Format.percentilesAndMax(d.getsDuringReset), dconf: "—",
+                    ratio: "\(Format.ratio(d.getsDuringReset.p50, d.quietGets.p50)) / "
+                        + "\(Format.ratio(d.getsDuringReset.p99, d.quietGets.p99)) quiet"))
+        }
+
         var text = "| measure | SettingsBus | dconf | ratio | target | met? |\n| --- | --- | --- | --- | --- | --- |\n"
         for row in rows {
             let met = row.met.map { $0 ? "yes" : "**no**" } ?? (row.target.isEmpty ? "" : "n/a")
@@ -157,6 +189,12 @@ struct BenchReport {
 
     private func dconfValue(_ text: String) -> String { text }
 
+    /// Whether a time is within 1.5× of another (a directory's read against the store's size).
+    private func nearOne(_ a: Double?, _ b: Double?) -> Bool? {
+        guard let a, let b else { return nil }
+        return a <= 1.5 * b
+    }
+
     private func messages(_ count: UInt32?) -> String {
         guard let count else { return " (bus messages not counted)" }
         return ", \(count) bus message\(count == 1 ? "" : "s")"
@@ -173,6 +211,7 @@ struct BenchReport {
         switch keys {
         case 0: return "no keys"
         case 1: return "1 key"
+        case let n where n % 1_000_000 == 0: return "\(n / 1_000_000)M keys"
         case let n where n % 1000 == 0: return "\(n / 1000)k keys"
         default: return "\(keys) keys"
         }

@@ -32,6 +32,8 @@ struct BenchResults: Sendable {
     /// Keys in the store → writes, memory and start at that size.
     var sizes: [Int: SizeRun] = [:]
     var dconfSizes: [Int: SizeRun] = [:]
+    /// Directory operations against the store's size.
+    var directories: DirectoryRun?
 }
 
 /// Concurrent writer processes writing distinct keys for a fixed time.
@@ -56,4 +58,24 @@ struct SizeRun: Sendable {
     var writes = Samples()
     /// The service's resident memory after the writes, in KiB.
     var residentKiB: Int?
+}
+
+/// Directory operations against the store's size (SettingsBus only).
+struct DirectoryRun: Sendable {
+    /// Keys beside the 3-key directory, and keys of the large directory.
+    var storeKeys: Int
+    var bigKeys: Int
+    /// `ReadTree` and `List` of a 3-key directory alone in the store and beside `storeKeys` keys.
+    var smallReadTreeAlone = Samples()
+    var smallListAlone = Samples()
+    var smallReadTreeBeside = Samples()
+    var smallListBeside = Samples()
+    /// Another client's `Get`: with nothing else going on, while `ReadTree`s of the large directory run, and
+    /// while `Reset`s of it run.
+    var quietGets = Samples()
+    var getsDuringReadTree = Samples()
+    var getsDuringReset = Samples()
+    /// The `ReadTree`s and `Reset`s of the large directory themselves.
+    var bigReadTree = Samples()
+    var bigReset = Samples()
 }

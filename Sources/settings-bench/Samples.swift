@@ -31,11 +31,12 @@ struct Samples: Sendable {
         guard !values.isEmpty else { return nil }
         let sorted = values.sorted()
         let rank = Int((p / 100 * Double(sorted.count)).rounded(.up)) - 1
-        return sorted[min(max(rank, 0), sorted.count - 1)]
+        return sorted[Swift.min(Swift.max(rank, 0), sorted.count - 1)]
     }
 
     var p50: Double? { percentile(50) }
     var p99: Double? { percentile(99) }
+    var max: Double? { values.max() }
 }
 
 /// Runs `body` for each index until `count` runs or `seconds` have passed, whichever comes first.
@@ -73,6 +74,12 @@ enum Format {
     static func percentiles(_ samples: Samples?) -> String {
         guard let samples, !samples.isEmpty else { return "n/a" }
         return "\(duration(samples.p50)) / \(duration(samples.p99))"
+    }
+
+    /// A p50 / p99 / max triple.
+    static func percentilesAndMax(_ samples: Samples?) -> String {
+        guard let samples, !samples.isEmpty else { return "n/a" }
+        return "\(duration(samples.p50)) / \(duration(samples.p99)) / \(duration(samples.max))"
     }
 
     /// A ratio `a / b`, such as `0.42×`.

@@ -257,16 +257,31 @@ final class ConnectionLoop: @unchecked Sendable {
     /// in) and the loop is free: called on the loop thread by work after dispatch, or on another thread while
     /// the loop waits (``runNow(_:)``). Otherwise queues the send. Returns false when the loop has ended. Any
     /// thread.
+    ///
+    /// Another thread builds the libdbus message before it takes the loop: a large one (the `Changed` signal of
+    /// a commit of 100,000 keys) would otherwise hold up the loop, and every call waiting on it, while it is
+    /// written.
     func sendSoon(_ message: DBusMessage) -> Bool {
         if isLoopThread {
             if runningDispatchedWork, !hasJobs {
                 send(message)
                 return true
             }
-        } else if runNow({ $0.send(message) }) {
-            return true
+            return enqueue { $0.send(message) }
         }
-        return enqueue { $0.send(message) }
+        guard let encoded = EncodedMessage(message) else { return enqueue { _ in } }
+        if runNow({ $0.send(encoded) }) { return true }
+        return enqueue(send: encoded)
+    }
+
+    /// Queues the send of a message built off the loop thread; releases it and returns false when the loop has
+    /// ended.
+    func enqueue(send encoded: EncodedMessage) -> Bool {
+        guard enqueue({ $0.send(encoded) }) else {
+            encoded.release()
+            return false
+        }
+        return true
     }
 
     /// Ends the connection (if still open), refuses new jobs, runs the ones queued so they fail cleanly.
@@ -495,6 +510,38 @@ final class ConnectionLoop: @unchecked Sendable {
         var serial: UInt32 = 0
         guard dbus_connection_send(connection, pointer, &serial) != 0 else { return nil }
         return serial
+    }
+
+    /// Sends a message built off the loop thread, and releases it; returns its serial, or nil if it could not
+    /// be queued. Loop thread only.
+    @discardableResult
+    func send(_ encoded: EncodedMessage) -> UInt32? {
+        defer { encoded.release() }
+        guard let connection else { return nil }
+        var serial: UInt32 = 0
+        guard dbus_connection_send(connection, encoded.pointer, &serial) != 0 else { return nil }
+        return serial
+    }
+}
+
+/// A validated message built for libdbus on the thread that sends it, to be handed to the loop thread.
+///
+/// `@unchecked Sendable`: the libdbus message is referenced by this value alone, from its building until the
+/// loop thread sends it, or the value is dropped, and ``release()`` is called exactly once, by whichever of
+/// them happens; no two threads use it at once, and libdbus takes its own reference when it queues it.
+struct EncodedMessage: @unchecked Sendable {
+    fileprivate let pointer: OpaquePointer
+
+    /// Builds the libdbus message, or nil when it cannot be built (as ``ConnectionLoop/send(_:)-(DBusMessage)``
+    /// then sends nothing).
+    init?(_ message: DBusMessage) {
+        guard let pointer = try? MessageCoding.encode(message) else { return nil }
+        self.pointer = pointer
+    }
+
+    /// Drops this value's reference.
+    func release() {
+        dbus_message_unref(pointer)
     }
 }
 

@@ -125,6 +125,9 @@ extension ConnectionLoop {
     }
 
     /// Runs `body` as a task and sends its values, or its error, as the reply to `message`.
+    ///
+    /// The task builds the libdbus message too: a large reply (a `ReadTree` of 100,000 values) would otherwise
+    /// hold up the loop, and every call waiting on it, while it is written.
     func respond(to message: DBusMessage, _ body: @escaping @Sendable () async throws -> [DBusValue]) {
         Task { [self] in
             let reply: DBusMessage
@@ -134,7 +137,7 @@ extension ConnectionLoop {
                 reply = Self.errorReply(to: message, error)
             }
             guard !message.noReplyExpected else { return }
-            enqueue { $0.send(reply) }
+            if let encoded = EncodedMessage(reply) { _ = enqueue(send: encoded) }
         }
     }
 
