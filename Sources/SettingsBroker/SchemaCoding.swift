@@ -79,10 +79,8 @@ enum SchemaCoding {
         if let user = description.userValue, schema?.isSecret != true {
             entries.append(("value", user))
         }
-        if description.userValueIgnored {
-            entries.append(("value-ignored", .string(
-                "the stored value has type '\(description.userValue!.type)', not the registered "
-                    + "'\(schema!.type)': Get returns the default until it is set again")))
+        if let schema, let user = description.userValue, let reason = schema.whyNotServed(user) {
+            entries.append(("value-ignored", .string(reason)))
         }
         if let serial = description.lastChange { entries.append(("serial", .uint64(serial))) }
         return .dictionary(

@@ -167,10 +167,15 @@ struct CommittedState {
         Self.effectiveValue(userValue(key), schemas[key])
     }
 
-    /// The effective value of a key with this user value and schema.
+    /// The effective value of a key with this user value and schema: the user value when the schema accepts
+    /// it (its type, range and choices; `SettingSchema.accepts(_:)`), else the default.
     static func effectiveValue(_ user: UserValue?, _ schema: SettingSchema?) -> DBusValue? {
-        if let user, schema == nil || schema!.type == user.type { return user.value }
-        return schema?.defaultValue
+        guard let user else { return schema?.defaultValue }
+        guard let schema else { return user.value }
+        guard schema.type == user.type else { return schema.defaultValue }
+        if schema.range == nil && schema.choices == nil { return user.value }
+        let value = user.value
+        return schema.accepts(value) ? value : schema.defaultValue
     }
 
     /// The key orders a directory read walks: user values, schemas, and the keys a commit being applied
@@ -375,6 +380,6 @@ public struct KeyDescription: Sendable, Hashable {
     /// Whether a user value exists that does not have the registered type (so `Get` returns the default).
     public var userValueIgnored: Bool {
         guard let schema, let userValue else { return false }
-        return schema.type != userValue.type
+        return !schema.accepts(userValue)
     }
 }

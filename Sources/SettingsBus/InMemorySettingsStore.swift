@@ -24,7 +24,7 @@ public final class InMemorySettingsStore: SettingsStore {
         func effective(_ key: SettingPath) -> DBusValue? {
             if let value = values[key] {
                 guard let schema = schemas[key] else { return value }
-                if value.type == schema.type { return value }
+                if schema.accepts(value) { return value }
             }
             return schemas[key]?.defaultValue
         }
@@ -161,10 +161,7 @@ public final class InMemorySettingsStore: SettingsStore {
                 throw .unknownKey("\(key) has no value and no registered schema")
             }
             var problem: String?
-            if let schema, let user, user.type != schema.type {
-                problem = "the stored value has type '\(user.type)', not the registered '\(schema.type)': "
-                    + "Get returns the default until it is set again"
-            }
+            if let schema, let user { problem = schema.whyNotServed(user) }
             return SettingDescription(
                 key: key, schema: schema, userValue: schema?.isSecret == true ? nil : user,
                 type: schema?.type ?? user?.type, isWritable: true, serial: state.changed[key], problem: problem)

@@ -18,6 +18,30 @@ extension SettingSchema {
         try check(value, for: key)
     }
 
+    /// Whether a stored value is served under this schema: it has the schema's type and lies within its
+    /// range and choices. A value the schema refuses (stored before the key was registered, or before a
+    /// schema replaced another) is kept but not served: the key reads its default.
+    public func accepts(_ value: DBusValue) -> Bool {
+        guard value.type == type else { return false }
+        if let range, !range.contains(value) { return false }
+        if let choices, !choices.contains(value) { return false }
+        return true
+    }
+
+    /// Why a stored value is not served under this schema, for people; nil when it is.
+    public func whyNotServed(_ value: DBusValue) -> String? {
+        guard !accepts(value) else { return nil }
+        let reason: String
+        do throws(SettingsError) {
+            try check(value, for: nil)
+            return nil
+        } catch {
+            reason = error.message
+        }
+        return "the stored value is not served under the registered schema (\(reason)): Get returns the default "
+            + "until it is set again"
+    }
+
     private func check(_ value: DBusValue, for key: SettingPath?) throws(SettingsError) {
         let suffix = key.map { " for \($0)" } ?? ""
         guard value.type == type else {

@@ -73,4 +73,33 @@ struct SchemaEvolutionBrokerTests {
             #expect(await broker.stop() == 0)
         }
     }
+
+    /// A forced narrowing keeps the stored value that the new schema refuses: not served, described, and
+    /// served again when a later schema accepts it.
+    @Test func aValueTheReplacingSchemaRefusesIsKeptAndNotServed() async throws {
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus)
+            let connection = try await bus.connect()
+            let key = "/test/evolve/volume"
+            #expect(try await Peers.gdbus(bus, "Register", [key, "i", "<50>", "{'range': <(0, 100)>}"]).status == 0)
+            #expect(try await Peers.gdbus(bus, "Set", [key, "<80>"]).status == 0)
+
+            // When: a new version narrows the range, replacing.
+            let narrowed = try await Peers.gdbus(bus, "Register", [key, "i", "<50>", "{'range': <(0, 60)>, 'replace': <true>}"])
+            #expect(narrowed.status == 0, "\(narrowed.stderr)")
+
+            // Then: the key reads its default, and Describe keeps the value and says why.
+            #expect(try await connection.settings("Get", [.string(key)]) == [.variant(.int32(50))])
+            let described = try await Peers.gdbus(bus, "Describe", [key])
+            #expect(described.stdout.contains("'value': <80>"), "\(described.stdout)")
+            #expect(described.stdout.contains("out of range"), "\(described.stdout)")
+
+            // When: a later version widens the range again. Then: the kept value is served.
+            #expect(try await Peers.gdbus(bus, "Register", [key, "i", "<50>", "{'range': <(0, 100)>}"]).status == 0)
+            #expect(try await connection.settings("Get", [.string(key)]) == [.variant(.int32(80))])
+            await connection.close()
+            #expect(await broker.stop() == 0)
+        }
+    }
+
 }
