@@ -55,7 +55,8 @@ public struct DBusArgument: Sendable, Hashable {
 ///
 /// - Important: Handlers run as concurrent tasks, one per call, so two calls may be served in any order.
 ///   An immediate handler (``init(name:inputs:outputs:immediate:)``) runs on the connection's own thread
-///   instead, in the order the calls arrive.
+///   instead, in the order the calls arrive (except a call whose handler asks for the caller's user and
+///   waits for it: ``DBusMethodCall/SenderUnixUserNeeded``).
 public struct DBusMethod: Sendable {
     /// The method name.
     public var name: MemberName
