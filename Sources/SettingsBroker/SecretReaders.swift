@@ -38,7 +38,9 @@ public struct SecretReaders: Sendable, Hashable {
         for entry in list.split(separator: ",", omittingEmptySubsequences: false) {
             let name = entry.trimmingSpaces
             guard !name.isEmpty else {
-                throw ResolutionError(description: "--secret-readers '\(list)' has an empty entry; give user names or uids separated by commas")
+                throw ResolutionError(
+                    description: "--secret-readers '\(list)' has an empty entry; give user names or uids separated by "
+                        + "commas")
             }
             if name.allSatisfy(\.isASCIIDigit) {
                 guard let uid = UInt32(name), uid != UInt32.max else {

@@ -230,7 +230,8 @@ struct VerbTests {
         }
         let get = try await asNobody(["get", "/test/secret/token"])
         #expect(get.status == 8, "\(get.stderr)")
-        #expect(get.stderr.contains("Error: /test/secret/token is a secret key: user 65534 may not read"), "\(get.stderr)")
+        #expect(
+            get.stderr.contains("Error: /test/secret/token is a secret key: user 65534 may not read"), "\(get.stderr)")
         let tree = try await asNobody(["tree", "/test/secret/"])
         #expect(tree.status == 0, "\(tree.stderr)")
         #expect(tree.stdout == "/test/secret/motd 'hello'\n", "\(tree.stdout)")

@@ -86,7 +86,9 @@ extension ConnectionLoop {
                 values = try await handler(call)
             } catch is DBusMethodCall.SenderUnixUserNeeded {
                 let user = try await senderUnixUser(of: message)
-                values = try await Self.again(message) { try await handler(DBusMethodCall(message: message, senderUnixUser: user)) }
+                values = try await Self.again(message) {
+                    try await handler(DBusMethodCall(message: message, senderUnixUser: user))
+                }
             }
             try Self.check(values, of: message, against: outputs)
             return values
