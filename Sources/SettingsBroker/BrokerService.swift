@@ -33,6 +33,8 @@ public final class BrokerService: Service, Sendable {
         public var backupInterval: Duration
         /// The folders of schema files that apps install, first first (see `VendorSchemas`).
         public var schemaDirectories: [String]
+        /// The users given the values of secret keys.
+        public var secretReaders: SecretReaders
 
         /// The folders of schema files searched when none is given: `settingsbus/schemas` under
         /// `$XDG_DATA_HOME` (`~/.local/share`) and under each folder of `$XDG_DATA_DIRS`
@@ -47,7 +49,8 @@ public final class BrokerService: Service, Sendable {
         /// Makes a configuration.
         public init(
             bus: DBusConnection.Bus, storePath: String, durability: Durability = .full, idleExit: Duration? = nil,
-            backupInterval: Duration = Configuration.defaultBackupInterval, schemaDirectories: [String] = []
+            backupInterval: Duration = Configuration.defaultBackupInterval, schemaDirectories: [String] = [],
+            secretReaders: SecretReaders = SecretReaders()
         ) {
             self.schemaDirectories = schemaDirectories
             self.bus = bus
@@ -55,6 +58,7 @@ public final class BrokerService: Service, Sendable {
             self.durability = durability
             self.idleExit = idleExit
             self.backupInterval = backupInterval
+            self.secretReaders = secretReaders
         }
     }
 
@@ -154,7 +158,8 @@ public final class BrokerService: Service, Sendable {
         await vendor.start()
         touch()
         let interface = SettingsInterface.interface(
-            store: store, activity: { [weak self] in self?.touch() }, moreStatus: { vendor.status() })
+            store: store, secretReaders: configuration.secretReaders, activity: { [weak self] in self?.touch() },
+            moreStatus: { vendor.status() })
         try await connection.export([interface], at: SettingsBusNames.objectPath)
         guard try await connection.requestName(name, flags: [.doNotQueue]) == .primaryOwner else {
             throw StartError(description: "\(name) is already owned: another settings-broker is running on this bus")

@@ -18,10 +18,13 @@ public enum SettingsInterface {
     /// Builds the interface over a store.
     ///
     /// - Parameters:
+    ///   - secretReaders: the users given the values of secret keys (``SecretReaders``); any other caller gets
+    ///     `AccessDenied` from `Get` and `GetMany` of a secret key, and `ReadTree` without them.
     ///   - activity: called at the start of every method call (the broker's idle timer uses it).
     ///   - moreStatus: fields that `Status` reports beside the store's own (the schema files).
     public static func interface(
-        store: SettingsStore, activity: @escaping @Sendable () -> Void = {},
+        store: SettingsStore, secretReaders: SecretReaders = SecretReaders(),
+        activity: @escaping @Sendable () -> Void = {},
         moreStatus: @escaping @Sendable () -> [String: DBusValue] = { [:] }
     ) -> DBusInterface {
         func method(
@@ -38,20 +41,37 @@ public enum SettingsInterface {
             }
         }
         /// A method answered from the store's committed state on the connection's thread (no task, no wait).
+        /// Its body may also throw `SenderUnixUserNeeded` (``secretWithheld(_:_:)``): the connection then runs it
+        /// again once it knows the caller's user.
         func immediate(
             _ name: MemberName, _ inputs: [DBusArgument], _ outputs: [DBusArgument],
-            _ body: @escaping @Sendable (DBusMethodCall) throws(SettingsError) -> [DBusValue]
+            _ body: @escaping @Sendable (DBusMethodCall) throws -> [DBusValue]
         ) -> DBusMethod {
             DBusMethod(
                 name: name, inputs: inputs, outputs: outputs,
                 immediate: { call in
                     activity()
-                    do throws(SettingsError) {
+                    do {
                         return try body(call)
-                    } catch {
+                    } catch let error as SettingsError {
                         throw error.dbusError
                     }
                 })
+        }
+        /// Whether the caller may read secret values: false until its user is known.
+        @Sendable func readsSecrets(_ call: DBusMethodCall) -> Bool {
+            guard let user = call.senderUnixUser else { return false }
+            return secretReaders.allows(user)
+        }
+        /// What a read that withheld the values of secret keys throws: `SenderUnixUserNeeded` while the caller's
+        /// user is not known, then `AccessDenied`.
+        @Sendable func secretWithheld(_ call: DBusMethodCall, _ keys: [SettingPath]) -> any Error {
+            guard let user = call.senderUnixUser else { return DBusMethodCall.SenderUnixUserNeeded() }
+            let named = keys.prefix(3).map(\.rawValue).joined(separator: ", ") + (keys.count > 3 ? ", …" : "")
+            return SettingsError.accessDenied(
+                "\(named) \(keys.count == 1 ? "is a secret key" : "are secret keys"): user \(user) may not read "
+                    + "\(keys.count == 1 ? "its value" : "their values"); the broker gives secret values only to "
+                    + "root, its own user and the users named by its --secret-readers")
         }
         /// A write validated and staged on the connection's thread, and answered where its commit runs: on that
         /// thread once the calls read so far are dispatched (a small commit), else on the store's commit queue.
@@ -73,21 +93,36 @@ public enum SettingsInterface {
                 })
         }
         let methods: [DBusMethod] = [
-            immediate("Get", [.init("key", .string)], [.init("value", .variant)]) { call throws(SettingsError) in
-                [.variant(try store.get(try key(call.arguments[0])))]
+            immediate("Get", [.init("key", .string)], [.init("value", .variant)]) { call in
+                let key = try key(call.arguments[0])
+                guard let value = try store.get(key, includingSecret: readsSecrets(call)) else {
+                    throw secretWithheld(call, [key])
+                }
+                return [.variant(value)]
             },
             immediate(
                 "GetMany", [.init("keys", .array(.string))], [.init("values", stringMap), .init("serial", .uint64)]
-            ) { call throws(SettingsError) in
+            ) { call in
                 let keys = try strings(call.arguments[0]).map { text throws(SettingsError) in try SettingPath(text) }
-                let (values, serial) = store.getMany(keys)
+                let (values, serial, withheld) = store.getMany(keys, includingSecrets: readsSecrets(call))
+                if !withheld.isEmpty { throw secretWithheld(call, withheld) }
                 return try fitting([valueMap(values), .uint64(serial)], "the values of \(keys.count) keys")
             },
-            method("ReadTree", [.init("dir", .string)], [.init("values", stringMap), .init("serial", .uint64)]) {
-                call throws(SettingsError) in
-                let dir = try directory(call.arguments[0])
-                let (values, serial) = store.readTree(dir)
-                return try fitting([valueMap(values), .uint64(serial)], "the values under \(dir)")
+            // A task, like the other methods but Get and GetMany; the values of secret keys are left out for a
+            // caller that may not read them (asked for its user only when the directory holds one).
+            DBusMethod(
+                name: "ReadTree", inputs: [.init("dir", .string)],
+                outputs: [.init("values", stringMap), .init("serial", .uint64)]
+            ) { call in
+                activity()
+                do {
+                    let dir = try directory(call.arguments[0])
+                    let (values, serial, withheld) = store.readTree(dir, includingSecrets: readsSecrets(call))
+                    if withheld, call.senderUnixUser == nil { throw DBusMethodCall.SenderUnixUserNeeded() }
+                    return try fitting([valueMap(values), .uint64(serial)], "the values under \(dir)")
+                } catch let error as SettingsError {
+                    throw error.dbusError
+                }
             },
             method("List", [.init("dir", .string)], [.init("children", .array(.string))]) { call throws(SettingsError) in
                 let dir = try directory(call.arguments[0])

@@ -10,43 +10,87 @@ extension SettingsStore {
         committed.withLock { $0.effectiveValue(key) }
     }
 
-    /// The effective value of a key.
+    /// The effective value of a key, secret or not.
     ///
-    /// Reads only the committed state, under its lock, so it may be called from any thread without waiting
-    /// for a commit (the interface answers `Get` on the connection's thread).
+    /// Like ``get(_:includingSecret:)``, callable from any thread.
     ///
     /// - Throws: ``SettingsError`` `UnknownKey` when the key has neither a user value nor a default.
     public func get(_ key: SettingPath) throws(SettingsError) -> DBusValue {
-        guard let value = effectiveValue(key) else {
+        try get(key, includingSecret: true)!
+    }
+
+    /// The effective values of several keys, secret or not (keys without one are left out), and the serial
+    /// they were read at.
+    public func getMany(_ keys: [SettingPath]) -> (values: [String: DBusValue], serial: UInt64) {
+        let (values, serial, _) = getMany(keys, includingSecrets: true)
+        return (values, serial)
+    }
+
+    /// Every key with an effective value below a directory, secret or not, and the current serial.
+    public func readTree(_ directory: SettingDirectory) -> (values: [String: DBusValue], serial: UInt64) {
+        let (values, serial, _) = readTree(directory, includingSecrets: true)
+        return (values, serial)
+    }
+
+    /// The effective value of a key, unless it is secret and `includingSecret` is false.
+    ///
+    /// Reads only the committed state, under its lock, so it may be called from any thread without waiting
+    /// for a commit (the interface answers `Get` on the connection's thread). Whether the key is secret comes
+    /// from the same lookup of its schema as its default.
+    ///
+    /// - Returns: The value; nil when the key is secret and `includingSecret` is false (its value withheld).
+    /// - Throws: ``SettingsError`` `UnknownKey` when the key has neither a user value nor a default.
+    public func get(_ key: SettingPath, includingSecret: Bool) throws(SettingsError) -> DBusValue? {
+        let (value, withheld) = committed.withLock { $0.effectiveValue(key, includingSecret: includingSecret) }
+        if withheld { return nil }
+        guard let value else {
             throw .unknownKey("\(key) has no value and no registered default")
         }
         return value
     }
 
-    /// The effective values of several keys (keys without one are left out) and the serial they were read at.
+    /// The effective values of several keys (keys without one are left out) and the serial they were read at;
+    /// a secret key's value only when `includingSecrets` is true, else it is left out and listed in `withheld`.
     ///
-    /// Like ``get(_:)``, callable from any thread.
-    public func getMany(_ keys: [SettingPath]) -> (values: [String: DBusValue], serial: UInt64) {
+    /// Like ``get(_:includingSecret:)``, callable from any thread.
+    public func getMany(
+        _ keys: [SettingPath], includingSecrets: Bool
+    ) -> (values: [String: DBusValue], serial: UInt64, withheld: [SettingPath]) {
         committed.withLock { state in
             var result: [String: DBusValue] = [:]
-            for key in keys { if let value = state.effectiveValue(key) { result[key.rawValue] = value } }
-            return (result, state.serial)
+            var withheld: [SettingPath] = []
+            for key in keys {
+                let (value, secret) = state.effectiveValue(key, includingSecret: includingSecrets)
+                if let value { result[key.rawValue] = value } else if secret { withheld.append(key) }
+            }
+            return (result, state.serial, withheld)
         }
     }
 
-    /// Every key with an effective value below a directory, and the serial they were read at.
+    /// Every key with an effective value below a directory, and the serial they were read at; a secret key's
+    /// value only when `includingSecrets` is true, else it is left out and `withheld` is true.
     ///
     /// Read in pieces of ``readPiece`` keys, each under the lock (see ``readInPieces(_:_:)``), so that a large
     /// directory does not hold up `Get`s meanwhile; the reply is the directory as of one serial all the same.
-    public func readTree(_ directory: SettingDirectory) -> (values: [String: DBusValue], serial: UInt64) {
+    public func readTree(
+        _ directory: SettingDirectory, includingSecrets: Bool
+    ) -> (values: [String: DBusValue], serial: UInt64, withheld: Bool) {
         var result: [String: DBusValue] = [:]
+        var withheld = false
         let serial = readInPieces(directory) { state, resume, limit in
-            if resume == nil { result.removeAll(keepingCapacity: true) }
+            if resume == nil {
+                result.removeAll(keepingCapacity: true)
+                withheld = false
+            }
             return state.forEachKey(in: directory, after: resume, limit: limit) { key, user, schema in
-                if let value = CommittedState.effectiveValue(user, schema) { result[key] = value }
+                if let schema, schema.isSecret, !includingSecrets {
+                    withheld = true
+                } else if let value = CommittedState.effectiveValue(user, schema) {
+                    result[key] = value
+                }
             }
         }
-        return (result, serial)
+        return (result, serial, withheld)
     }
 
     /// The direct children of a directory: key names, and subdirectory names ending in `/`, sorted.
@@ -176,6 +220,14 @@ struct CommittedState {
         if schema.range == nil && schema.choices == nil { return user.value }
         let value = user.value
         return schema.accepts(value) ? value : schema.defaultValue
+    }
+
+    /// The effective value, or nil and `withheld` when the key is secret and `includingSecret` is false; one
+    /// lookup of the schema serves both.
+    func effectiveValue(_ key: SettingPath, includingSecret: Bool) -> (value: DBusValue?, withheld: Bool) {
+        let schema = schemas[key]
+        if let schema, schema.isSecret, !includingSecret { return (nil, true) }
+        return (Self.effectiveValue(userValue(key), schema), false)
     }
 
     /// The key orders a directory read walks: user values, schemas, and the keys a commit being applied
@@ -360,6 +412,7 @@ struct RecentChanges {
         // Every commit after `serial` must be here: the one right after it at least.
         return entries.isEmpty || oldestKept > serial + 1
     }
+
 }
 
 /// Everything `Describe` reports about a key.

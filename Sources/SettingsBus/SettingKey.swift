@@ -37,7 +37,8 @@ public struct SettingKey<Value: SettingValue>: Sendable {
     public var range: SettingRange?
     /// The only accepted values, registered with the key.
     public var choices: [Value]?
-    /// Whether the value is kept out of change signals (other processes re-read it).
+    /// Whether the value is kept out of change signals (other processes re-read it); the broker gives it only
+    /// to root, its own user and the users of its `--secret-readers` (others get `AccessDenied`).
     public var isSecret: Bool
     /// Whether the key can change only in debug builds (see ``init(debug:default:release:summary:)``).
     public let isDebugOnly: Bool

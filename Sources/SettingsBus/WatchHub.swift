@@ -294,7 +294,8 @@ final class WatchHub: Sendable {
     /// what differs from the local copy.
     ///
     /// - Returns: false when the read failed and is worth trying again (the broker did not answer in time, or
-    ///   failed); true when it succeeded, or found no broker at all (a new owner of its name will tell).
+    ///   failed); true when it succeeded, found no broker at all, or was refused a secret key (`AccessDenied`):
+    ///   a new owner of its name will tell.
     private func resync(_ location: SettingLocation) async -> Bool {
         setReading(true, location)
         let snapshot: SettingsSnapshot
@@ -302,7 +303,7 @@ final class WatchHub: Sendable {
             snapshot = try await read(location)
         } catch {
             setReading(false, location)
-            return error.code == .brokerUnavailable
+            return error.code == .brokerUnavailable || error.code == .accessDenied
         }
         state.withLock { state in
             _ = state.withWatch(at: location) { watch in Self.adopt(snapshot, in: &watch, at: location) }

@@ -30,7 +30,8 @@ public struct SettingSchema: Sendable, Hashable {
     /// The only values accepted, when the key is an enumeration.
     public var choices: [DBusValue]?
     /// Whether the key's values are secret: the broker then leaves them out of `Changed` signals, which every
-    /// process on the bus may receive, and clients read them with a method call instead.
+    /// process on the bus may receive, and clients read them with a method call instead, which the broker
+    /// answers with the value only for root, its own user and the users of its `--secret-readers`.
     public var isSecret: Bool
 
     /// Makes a schema.

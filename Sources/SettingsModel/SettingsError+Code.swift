@@ -19,6 +19,7 @@ extension SettingsError {
     /// | ``invalidValue`` | `io.github.settingsbus.Settings1.Error.InvalidValue` |
     /// | ``tooLarge`` | `io.github.settingsbus.Settings1.Error.TooLarge` |
     /// | ``storeFailure`` | `io.github.settingsbus.Settings1.Error.StoreFailure` |
+    /// | ``accessDenied`` | `io.github.settingsbus.Settings1.Error.AccessDenied` |
     /// | ``brokerUnavailable`` | `org.freedesktop.DBus.Error.ServiceUnknown` |
     /// | ``timedOut`` | `org.freedesktop.DBus.Error.NoReply` |
     /// | ``disconnected`` | `org.freedesktop.DBus.Error.Disconnected` |
@@ -36,6 +37,7 @@ extension SettingsError {
             case invalidValue = "InvalidValue"
             case tooLarge = "TooLarge"
             case storeFailure = "StoreFailure"
+            case accessDenied = "AccessDenied"
             case brokerUnavailable = "org.freedesktop.DBus.Error.ServiceUnknown"
             case timedOut = "org.freedesktop.DBus.Error.NoReply"
             case disconnected = "org.freedesktop.DBus.Error.Disconnected"
@@ -71,6 +73,8 @@ extension SettingsError {
         public static let tooLarge = Code(.tooLarge)
         /// The broker could not read or write its persistent store.
         public static let storeFailure = Code(.storeFailure)
+        /// The key is secret and the caller is not one of the users the broker gives secret values to.
+        public static let accessDenied = Code(.accessDenied)
         /// No broker owns the bus name and none could be activated.
         public static let brokerUnavailable = Code(.brokerUnavailable)
         /// The broker did not answer in time.

@@ -117,6 +117,11 @@ extension SettingsError {
     public static func storeFailure(_ message: String, file: String = #fileID, line: Int = #line) -> Self {
         Self(.storeFailure, message, file: file, line: line)
     }
+
+    /// Makes an ``Code/accessDenied`` error: the caller may not read a secret key's value.
+    public static func accessDenied(_ message: String, file: String = #fileID, line: Int = #line) -> Self {
+        Self(.accessDenied, message, file: file, line: line)
+    }
 }
 
 // MARK: - Equatable, Hashable

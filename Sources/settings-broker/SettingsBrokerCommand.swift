@@ -52,6 +52,14 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
             """, valueName: "dir"))
     var schemaDirectories: [String] = []
 
+    @Option(
+        help: """
+            Users, besides root and the broker's own user, given the values of secret keys: user names or uids \
+            separated by commas, such as gdm,1001 (names are looked up at start). Other callers get AccessDenied \
+            from Get and GetMany of a secret key, and ReadTree leaves secret keys out.
+            """)
+    var secretReaders: String?
+
     @Option(help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String = "info"
 
@@ -77,6 +85,15 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
         let level = Logger.Level(rawValue: logLevel) ?? .info
         LoggingSystem.bootstrap { label in JournalLogHandler(label: label, level: level) }
         let logger = Logger(label: "settings-broker")
+        let readers: SecretReaders
+        do {
+            readers = try secretReaders.map { list throws(SecretReaders.ResolutionError) in
+                try SecretReaders(resolving: list)
+            } ?? SecretReaders()
+        } catch {
+            logger.critical("\(error.description)")
+            throw ExitCode(1)
+        }
         let busChoice: DBusConnection.Bus =
             switch bus {
             case "session": .session
@@ -91,7 +108,8 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
                 backupInterval: .milliseconds(Int64(backupInterval * 1000)),
                 schemaDirectories: schemaDirectories.isEmpty
                     ? BrokerService.Configuration.defaultSchemaDirectories(environment: ProcessInfo.processInfo.environment)
-                    : schemaDirectories),
+                    : schemaDirectories,
+                secretReaders: readers),
             logger: logger)
         let group = ServiceGroup(
             configuration: .init(

@@ -14,6 +14,7 @@ import SettingsModel
 /// | 5 | `BrokerUnavailable`, `TimedOut`, `Disconnected` |
 /// | 6 | `SchemaConflict`, `Conflict` |
 /// | 7 | `NotWritable` |
+/// | 8 | `AccessDenied` (a secret key's value, which the broker gives only to some users) |
 enum ExitStatus: Int32, Sendable {
     case success = 0
     case failure = 1
@@ -23,6 +24,7 @@ enum ExitStatus: Int32, Sendable {
     case unavailable = 5
     case conflict = 6
     case notWritable = 7
+    case accessDenied = 8
 
     /// The status for a settings error code.
     init(_ code: SettingsError.Code) {
@@ -32,6 +34,7 @@ enum ExitStatus: Int32, Sendable {
         case .brokerUnavailable, .timedOut, .disconnected: self = .unavailable
         case .conflict, .schemaConflict: self = .conflict
         case .notWritable: self = .notWritable
+        case .accessDenied: self = .accessDenied
         default: self = .failure
         }
     }

@@ -32,6 +32,8 @@ struct SettingsCtl: AsyncParsableCommand {
               5  broker unavailable: no bus, no broker and none could start, no answer
               6  conflict: another schema for a registered key, a lost compare-and-set
               7  not writable: a locked key, or a call the bus policy refuses
+              8  access denied: a secret key's value, which the broker gives only to
+                 root, its own user and the users of its --secret-readers
             """,
         subcommands: [
             GetCommand.self, SetCommand.self, ResetCommand.self, ListCommand.self, TreeCommand.self,

@@ -161,7 +161,8 @@ struct VerbTests {
     @Test func helpAndCompletionScriptsExitWith0() async throws {
         try await withTestBus { bus in
             let help = try await Ctl.output(bus, ["--help"])
-            for line in ["3  unknown key", "4  invalid", "5  broker unavailable", "6  conflict", "7  not writable"] {
+            for line in ["3  unknown key", "4  invalid", "5  broker unavailable", "6  conflict", "7  not writable",
+                "8  access denied"] {
                 #expect(help.contains(line), "\(help)")
             }
             for verb in [
@@ -204,6 +205,37 @@ struct VerbTests {
         #expect(asNobody.status == 7, "\(asNobody.stderr)")
         #expect(asNobody.stderr.contains("Error: "), "\(asNobody.stderr)")
         #expect(try await Ctl.output(bus, ["get", "/test/policy/motd"]) == "'hello'\n")
+        #expect(await broker.stop() == 0)
+        await bus.stop()
+    }
+
+    @Test func aSecretValueTheBrokerWithholdsExitsWith8() async throws {
+        let policy = Ctl.repository.appendingPathComponent("dbus/io.github.settingsbus.Settings1.conf")
+        let extra = """
+            <policy context="default"><allow user="*"/></policy>
+            <include>\(policy.path)</include>
+            """
+        let bus = try await TestBus.start(extraConfig: extra)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: bus.directory.path)
+        let broker = try await TestBroker.start(on: bus)
+        _ = try await Ctl.output(
+            bus, ["register", "-"], input: "[/test/secret/]\ntoken.type=s\ntoken.default=''\ntoken.secret=true\n")
+        _ = try await Ctl.output(bus, ["set", "/test/secret/token", "'hunter2'"])
+        _ = try await Ctl.output(bus, ["set", "/test/secret/motd", "'hello'"])
+        func asNobody(_ arguments: [String]) async throws -> TestProcess.Result {
+            try await TestProcess.run(
+                "/usr/bin/setpriv",
+                ["--reuid=65534", "--regid=65534", "--clear-groups", try Ctl.path()] + arguments,
+                environment: bus.environment)
+        }
+        let get = try await asNobody(["get", "/test/secret/token"])
+        #expect(get.status == 8, "\(get.stderr)")
+        #expect(
+            get.stderr.contains("Error: /test/secret/token is a secret key: user 65534 may not read"), "\(get.stderr)")
+        let tree = try await asNobody(["tree", "/test/secret/"])
+        #expect(tree.status == 0, "\(tree.stderr)")
+        #expect(tree.stdout == "/test/secret/motd 'hello'\n", "\(tree.stdout)")
+        #expect(try await Ctl.output(bus, ["get", "/test/secret/token"]) == "'hunter2'\n")
         #expect(await broker.stop() == 0)
         await bus.stop()
     }

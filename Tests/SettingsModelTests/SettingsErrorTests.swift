@@ -16,6 +16,7 @@ struct SettingsErrorTests {
         (.invalidValue, "io.github.settingsbus.Settings1.Error.InvalidValue"),
         (.tooLarge, "io.github.settingsbus.Settings1.Error.TooLarge"),
         (.storeFailure, "io.github.settingsbus.Settings1.Error.StoreFailure"),
+        (.accessDenied, "io.github.settingsbus.Settings1.Error.AccessDenied"),
         (.brokerUnavailable, "org.freedesktop.DBus.Error.ServiceUnknown"),
         (.timedOut, "org.freedesktop.DBus.Error.NoReply"),
         (.disconnected, "org.freedesktop.DBus.Error.Disconnected"),
@@ -33,7 +34,7 @@ struct SettingsErrorTests {
 
     @Test func everyCodeIsInTheTableOnce() {
         let names = SettingsError.Code.allCases.map(\.dbusErrorName)
-        #expect(names.count == 13)
+        #expect(names.count == 14)
         #expect(Set(names).count == names.count)
         #expect(SettingsError.Code.outOfRange.name == "OutOfRange")
     }

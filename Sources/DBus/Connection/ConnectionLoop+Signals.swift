@@ -160,11 +160,13 @@ extension ConnectionLoop {
     func deliverSignal(_ message: DBusMessage) {
         if message.sender?.rawValue == "org.freedesktop.DBus", message.member?.rawValue == "NameOwnerChanged",
             message.interface?.rawValue == "org.freedesktop.DBus", message.body.count == 3,
-            case .string(let name) = message.body[0], case .string(let newOwner) = message.body[2],
-            let track = trackedNames[name]
+            case .string(let name) = message.body[0], case .string(let newOwner) = message.body[2]
         {
-            track.owner = newOwner.isEmpty ? nil : newOwner
-            track.known = true
+            if let track = trackedNames[name] {
+                track.owner = newOwner.isEmpty ? nil : newOwner
+                track.known = true
+            }
+            if newOwner.isEmpty { senderLeft(name) }
         }
         for state in rules.values {
             // The member first: most rules a signal does not match differ in it, and are passed over quickly.

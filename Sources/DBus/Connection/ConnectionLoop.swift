@@ -80,6 +80,8 @@ final class ConnectionLoop: @unchecked Sendable {
     var rules: [String: RuleState] = [:]
     var trackedNames: [String: NameTrack] = [:]
     var objects: [ObjectPath: ExportedObject] = [:]
+    /// The Unix users of callers that handlers asked about.
+    var senderUsers = SenderUsers()
     /// Header strings that received messages share (``HeaderStrings``).
     let headerStrings = HeaderStrings()
     /// The types of the body signatures received messages had, and of the variants in them.

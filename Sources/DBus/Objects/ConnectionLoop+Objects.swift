@@ -55,7 +55,16 @@ extension ConnectionLoop {
         let outputs = method.outputs
         let call = DBusMethodCall(message: message)
         if let immediate = method.immediateHandler {
-            let reply = Self.reply(to: message, outputs: outputs) { try immediate(call) }
+            let reply: DBusMessage
+            do {
+                let values = try immediate(call)
+                try Self.check(values, of: message, against: outputs)
+                reply = Self.validReply(to: message, values)
+            } catch is DBusMethodCall.SenderUnixUserNeeded {
+                return answerKnowingSender(message, outputs: outputs, immediate)
+            } catch {
+                reply = Self.errorReply(to: message, error)
+            }
             if !message.noReplyExpected { send(reply) }
             return
         }
@@ -71,11 +80,69 @@ extension ConnectionLoop {
             return
         }
         let handler = method.handler
-        respond(to: message) {
-            let values = try await handler(call)
+        respond(to: message) { [self] in
+            let values: [DBusValue]
+            do {
+                values = try await handler(call)
+            } catch is DBusMethodCall.SenderUnixUserNeeded {
+                let user = try await senderUnixUser(of: message)
+                values = try await Self.again(message) {
+                    try await handler(DBusMethodCall(message: message, senderUnixUser: user))
+                }
+            }
             try Self.check(values, of: message, against: outputs)
             return values
         }
+    }
+
+    /// Answers a call whose immediate handler asked for the caller's user: runs it again with the user, at once
+    /// when the user is known, else when the bus daemon has said it. Loop thread only.
+    private func answerKnowingSender(
+        _ message: DBusMessage, outputs: [DBusArgument],
+        _ immediate: @escaping @Sendable (DBusMethodCall) throws -> [DBusValue]
+    ) {
+        senderUnixUser(of: message) { [self] result in
+            let reply: DBusMessage
+            switch result {
+            case .success(let user):
+                reply = Self.reply(to: message, outputs: outputs) {
+                    try Self.again(message) { try immediate(DBusMethodCall(message: message, senderUnixUser: user)) }
+                }
+            case .failure(let error):
+                reply = Self.errorReply(to: message, error)
+            }
+            if !message.noReplyExpected { send(reply) }
+        }
+    }
+
+    /// The caller's user, found out on the loop thread without blocking it (see ``senderUnixUser(of:done:)``).
+    private func senderUnixUser(of message: DBusMessage) async throws(DBusError) -> UInt32 {
+        let result: Result<UInt32, DBusError> = await handOff { deliver in
+            let accepted = enqueue { loop in loop.senderUnixUser(of: message) { deliver($0) } }
+            if !accepted { deliver(.failure(ConnectionLoop.closedError)) }
+        }
+        return try result.get()
+    }
+
+    /// Runs a handler a second time, now that the caller's user is known: asking for it again is a fault.
+    private static func again<T>(_ message: DBusMessage, _ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch is DBusMethodCall.SenderUnixUserNeeded {
+            throw secondRequest(message)
+        }
+    }
+
+    private static func again<T>(_ message: DBusMessage, _ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch is DBusMethodCall.SenderUnixUserNeeded {
+            throw secondRequest(message)
+        }
+    }
+
+    private static func secondRequest(_ message: DBusMessage) -> DBusError {
+        DBusError(.failed, "the handler of \(message.member!) asked for the caller's user though it was given")
     }
 
     /// Whether values have the arguments' types, one for one (compared without building signatures).

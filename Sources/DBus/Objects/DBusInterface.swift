@@ -55,7 +55,8 @@ public struct DBusArgument: Sendable, Hashable {
 ///
 /// - Important: Handlers run as concurrent tasks, one per call, so two calls may be served in any order.
 ///   An immediate handler (``init(name:inputs:outputs:immediate:)``) runs on the connection's own thread
-///   instead, in the order the calls arrive.
+///   instead, in the order the calls arrive (except a call whose handler asks for the caller's user and
+///   waits for it: ``DBusMethodCall/SenderUnixUserNeeded``).
 public struct DBusMethod: Sendable {
     /// The method name.
     public var name: MemberName
@@ -162,6 +163,43 @@ public struct DBusMethodCall: Sendable {
     public var arguments: [DBusValue] { message.body }
     /// The unique bus name of the caller, if the connection is to a bus.
     public var sender: BusName? { message.sender }
+    /// The Unix user id of the caller, once the connection has found it out: nil when the handler runs for
+    /// the first time, set when it runs again after throwing ``SenderUnixUserNeeded``.
+    public internal(set) var senderUnixUser: UInt32?
+
+    /// Makes the call a handler sees for a received message.
+    init(message: DBusMessage, senderUnixUser: UInt32? = nil) {
+        self.message = message
+        self.senderUnixUser = senderUnixUser
+    }
+
+    /// Thrown by the handler of an immediate or an async method that must know who calls before it answers
+    /// (a value only some users may read): the connection finds out the caller's Unix user without blocking,
+    /// and runs the handler again with ``DBusMethodCall/senderUnixUser`` set.
+    ///
+    /// Only a call that needs it pays for it: a handler that never throws this runs once, as before. The
+    /// connection keeps the user of each unique name it has looked up (unique names are never reused on a
+    /// bus) and forgets it when the name leaves the bus, so a caller costs one round trip to the bus daemon
+    /// (`org.freedesktop.DBus.GetConnectionUnixUser`) at its first such call; meanwhile the connection goes on
+    /// reading, and an immediate method's answer to that call may follow answers to the caller's later calls.
+    /// On a connection to a single peer the peer's user is read from the socket. When the user cannot be
+    /// found out (the caller has left, the bus refuses), the call is answered with that error, and a handler
+    /// that throws this again is answered with `org.freedesktop.DBus.Error.Failed`.
+    ///
+    /// ```swift
+    /// DBusMethod(name: "ReadToken", outputs: [.init("token", .string)], immediate: { call in
+    ///     guard let user = call.senderUnixUser else { throw DBusMethodCall.SenderUnixUserNeeded() }
+    ///     guard user == 0 else { throw DBusError(.accessDenied, "only root reads the token") }
+    ///     return [.string(token)]
+    /// })
+    /// ```
+    ///
+    /// - Important: It is for immediate and async handlers; a deferred handler that answers with it gets
+    ///   `org.freedesktop.DBus.Error.Failed`.
+    public struct SenderUnixUserNeeded: Error, Sendable {
+        /// Makes the request.
+        public init() {}
+    }
 }
 
 /// A signal an exported interface emits, described for introspection.
