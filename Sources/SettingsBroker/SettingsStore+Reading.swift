@@ -412,7 +412,6 @@ struct RecentChanges {
         // Every commit after `serial` must be here: the one right after it at least.
         return entries.isEmpty || oldestKept > serial + 1
     }
-
 }
 
 /// Everything `Describe` reports about a key.
