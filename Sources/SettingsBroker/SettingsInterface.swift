@@ -73,22 +73,33 @@ public enum SettingsInterface {
                     + "\(keys.count == 1 ? "its value" : "their values"); the broker gives secret values only to "
                     + "root, its own user and the users named by its --secret-readers")
         }
+        let handOff = WriteHandOff()
         /// A write validated and staged on the connection's thread, and answered where its commit runs: on that
         /// thread once the calls read so far are dispatched (a small commit), else on the store's commit queue.
+        /// It is prepared on the hand-off queue instead when `slow` says so, or when a write handed off before
+        /// it still waits (see ``WriteHandOff``).
         func write(
             _ name: MemberName, _ inputs: [DBusArgument],
+            slow: @escaping @Sendable (DBusMethodCall) -> Bool = { _ in false },
             _ changeset: @escaping @Sendable (DBusMethodCall) throws(SettingsError) -> Changeset
         ) -> DBusMethod {
             DBusMethod(
                 name: name, inputs: inputs, outputs: [.init("serial", .uint64)],
                 deferred: { call, reply in
                     activity()
-                    do throws(SettingsError) {
-                        store.submit(try changeset(call), runner: reply.afterDispatch) { result in
-                            reply.send(result.map { [.uint64($0)] }.mapError { $0.dbusError })
+                    @Sendable func stage(runner: SettingsStore.CommitRunner?) {
+                        do throws(SettingsError) {
+                            store.submit(try changeset(call), runner: runner) { result in
+                                reply.send(result.map { [.uint64($0)] }.mapError { $0.dbusError })
+                            }
+                        } catch {
+                            reply.send(.failure(error.dbusError))
                         }
-                    } catch {
-                        reply.send(.failure(error.dbusError))
+                    }
+                    if handOff.isBusy || slow(call) {
+                        handOff.run { stage(runner: nil) }
+                    } else {
+                        stage(runner: reply.afterDispatch)
                     }
                 })
         }
@@ -139,7 +150,7 @@ public enum SettingsInterface {
                 outputs: [.init("serial", .uint64)],
                 deferred: { call, reply in
                     activity()
-                    setFromString(call, reply, store: store)
+                    setFromString(call, reply, store: store, handOff: handOff)
                 }),
             method(
                 "Apply", [.init("set", stringMap), .init("reset", .array(.string)), .init("options", stringMap)],
@@ -163,7 +174,11 @@ public enum SettingsInterface {
                 }
                 return [.uint64(try await store.apply(changeset))]
             },
-            write("Reset", [.init("keyOrDir", .string)]) { call throws(SettingsError) in
+            // A directory's reset collects every key below it: not on the connection's thread.
+            write("Reset", [.init("keyOrDir", .string)], slow: { call in
+                if case .string(let text) = call.arguments.first { return text.hasSuffix("/") }
+                return false
+            }) { call throws(SettingsError) in
                 guard case .string(let text) = call.arguments[0] else {
                     throw .invalidKey("Reset takes a key or directory string")
                 }
@@ -233,13 +248,16 @@ public enum SettingsInterface {
     /// text of a byte array takes about six bytes per element). Longer text is refused before it is parsed.
     static let maximumTextSize = 8 * SettingsBusNames.maximumValueSize
 
-    /// Text up to this many bytes is parsed on the connection's thread (a few microseconds); longer text on a
-    /// dispatch queue, so that the connection goes on serving other clients while it is parsed.
+    /// Text up to this many bytes is parsed on the connection's thread (a few microseconds); longer text on the
+    /// hand-off queue (``WriteHandOff``), so that the connection goes on serving other clients while it is
+    /// parsed, and writes still take effect in the order they arrived.
     static let inlineParseLimit = 16 * 1024
 
     /// Checks the key and the text's size on the connection's thread, parses the text there when it is short
     /// and on a dispatch queue otherwise, then submits the write like `Set`.
-    private static func setFromString(_ call: DBusMethodCall, _ reply: DBusReply, store: SettingsStore) {
+    private static func setFromString(
+        _ call: DBusMethodCall, _ reply: DBusReply, store: SettingsStore, handOff: WriteHandOff
+    ) {
         @Sendable func fail(_ error: SettingsError) { reply.send(.failure(error.dbusError)) }
         let key: SettingPath
         do throws(SettingsError) {
@@ -270,10 +288,10 @@ public enum SettingsInterface {
                 reply.send(result.map { [.uint64($0)] }.mapError { $0.dbusError })
             }
         }
-        if size <= inlineParseLimit {
+        if size <= inlineParseLimit && !handOff.isBusy {
             parseAndSubmit(runner: reply.afterDispatch)
         } else {
-            DispatchQueue.global(qos: .userInitiated).async { parseAndSubmit(runner: nil) }
+            handOff.run { parseAndSubmit(runner: nil) }
         }
     }
 

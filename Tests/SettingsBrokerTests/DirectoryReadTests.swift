@@ -218,4 +218,31 @@ struct DirectoryReadTests {
             #expect(await broker.stop() == 0)
         }
     }
+
+    /// A `Reset` of a directory is prepared off the connection's thread, but writes still take effect in the
+    /// order they arrived: a `Set` sent right after it, without waiting for its reply, is not undone by it.
+    @Test func writesSentWithoutWaitingTakeEffectInTheirOrderAroundADirectoryReset() async throws {
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus)
+            let connection = try await bus.connect()
+            // Given: a directory large enough that its reset is not instant.
+            let filler = (0..<2_000).map { DBusDictEntry(key: .string("/test/order/f\($0)"), value: .variant(.int32(1))) }
+            _ = try await connection.settings(
+                "Apply", [.dictionary(key: .string, value: .variant, filler), .array(.string, []), .stringMap([])])
+
+            // When: 20 rounds of Reset of the directory then Set of a key in it, each sent without waiting.
+            let result = try await TestProcess.run(
+                Peers.pythonPath, [Peers.script("pipelined_writes.py"), "/test/order/", "20"],
+                environment: bus.environment, timeLimit: .seconds(60))
+            #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
+
+            // Then: the last Set stands, and the filler is gone.
+            #expect(try await connection.settings("Get", [.string("/test/order/k")]) == [.variant(.int32(19))])
+            let tree = try await connection.settings("ReadTree", [.string("/test/order/")])
+            #expect(tree.first == .dictionary(key: .string, value: .variant, [DBusDictEntry(key: .string("/test/order/k"), value: .variant(.int32(19)))]))
+            await connection.close()
+            #expect(await broker.stop() == 0)
+        }
+    }
+
 }
