@@ -80,7 +80,12 @@ enum SchemaCoding {
             entries.append(("value", user))
         }
         if let schema, let user = description.userValue, let reason = schema.whyNotServed(user) {
-            entries.append(("value-ignored", .string(reason)))
+            // The reason names the stored value, which a secret key's description never shows.
+            let text =
+                schema.isSecret
+                ? "the stored value is not served under the registered schema: Get returns the default until it "
+                    + "is set again" : reason
+            entries.append(("value-ignored", .string(text)))
         }
         if let serial = description.lastChange { entries.append(("serial", .uint64(serial))) }
         return .dictionary(
