@@ -33,29 +33,22 @@ extension SettingsStore {
         _ transform: (DBusValue) throws(SettingsError) -> Value?
     ) async throws(SettingsError) -> Bool {
         if key.fixedValue != nil { throw .debugOnly(key.path) }
-        var lastConflict: SettingsError?
-        for attempt in 0..<max(1, maximumAttempts) {
-            let snapshot = try await read([old, key.path])
-            guard let oldValue = snapshot.values[old], try await hasUserValue(old, at: snapshot.serial) else {
-                return false
-            }
-            var transaction = SettingsTransaction(ifSerial: snapshot.serial)
-            transaction.resets.append(.key(old))
-            var moved = false
-            if try await !hasUserValue(key.path, at: snapshot.serial), let value = try transform(oldValue) {
-                try transaction.set(key, to: value)
-                moved = true
-            }
-            do throws(SettingsError) {
-                try await commit(transaction)
-                return moved
-            } catch where error.code == .conflict {
-                lastConflict = error
-                let spread = UInt64.random(in: 0...UInt64(min(attempt, 20) * 100 + 50))
-                do { try await Task.sleep(for: .microseconds(spread)) } catch { throw .conflict("migration cancelled") }
-            }
-        }
-        throw lastConflict ?? .conflict("\(old) and \(key.path) kept changing")
+        return try await commitRetryingConflicts(
+            maximumAttempts: maximumAttempts, giveUp: "\(old) and \(key.path) kept changing",
+            { () throws(SettingsError) -> (transaction: SettingsTransaction, result: Bool)? in
+                let snapshot = try await read([old, key.path])
+                guard let oldValue = snapshot.values[old], try await hasUserValue(old, at: snapshot.serial) else {
+                    return nil
+                }
+                var transaction = SettingsTransaction(ifSerial: snapshot.serial)
+                transaction.resets.append(.key(old))
+                var moved = false
+                if try await !hasUserValue(key.path, at: snapshot.serial), let value = try transform(oldValue) {
+                    try transaction.set(key, to: value)
+                    moved = true
+                }
+                return (transaction, moved)
+            }, orElse: false)
     }
 
     /// Moves the user value of an old typed key to a new key, as the migration from a path does: `transform` gets its

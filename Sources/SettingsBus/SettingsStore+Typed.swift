@@ -162,23 +162,40 @@ extension SettingsStore {
         _ transform: (inout Value) throws(SettingsError) -> Void
     ) async throws(SettingsError) -> Value {
         if key.fixedValue != nil { throw .debugOnly(key.path) }
-        var lastConflict: SettingsError?
-        for attempt in 0..<max(1, maximumAttempts) {
+        return try await commitRetryingConflicts(maximumAttempts: maximumAttempts, giveUp: "\(key.path) kept changing") {
+            () throws(SettingsError) in
             let snapshot = try await read([key.path])
             var value = key.decode(snapshot.values[key.path]).value
             try transform(&value)
             var transaction = SettingsTransaction(ifSerial: snapshot.serial)
             try transaction.set(key, to: value)
+            return (transaction, value)
+        }
+    }
+
+    /// Prepares a compare-and-set with `prepare` and commits it; when the commit ends in `Conflict`, waits a
+    /// little (at random, so that writers that collided do not collide again in lockstep) and prepares it
+    /// again, at most `maximumAttempts` times. `prepare` returns nil to end at once with `nothing`.
+    ///
+    /// - Throws: `Conflict` after `maximumAttempts` conflicts, saying `giveUp`; what `prepare` or
+    ///   ``commit(_:)`` throws otherwise.
+    func commitRetryingConflicts<Result>(
+        maximumAttempts: Int, giveUp: String,
+        _ prepare: () async throws(SettingsError) -> (transaction: SettingsTransaction, result: Result)?,
+        orElse nothing: Result? = nil
+    ) async throws(SettingsError) -> Result {
+        var lastConflict: SettingsError?
+        for attempt in 0..<max(1, maximumAttempts) {
+            guard let (transaction, result) = try await prepare() else { return nothing! }
             do throws(SettingsError) {
                 try await commit(transaction)
-                return value
+                return result
             } catch where error.code == .conflict {
                 lastConflict = error
-                // Spread the retries of writers that collided, so they do not collide again in lockstep.
                 let spread = UInt64.random(in: 0...UInt64(min(attempt, 20) * 100 + 50))
-                do { try await Task.sleep(for: .microseconds(spread)) } catch { throw .conflict("update cancelled") }
+                do { try await Task.sleep(for: .microseconds(spread)) } catch { throw .conflict("cancelled") }
             }
         }
-        throw lastConflict ?? .conflict("\(key.path) kept changing")
+        throw lastConflict ?? .conflict(giveUp)
     }
 }
