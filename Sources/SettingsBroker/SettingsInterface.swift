@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
 public import DBus
-import Dispatch
 import SettingsModel
 
 /// The `io.github.settingsbus.Settings1` interface: the D-Bus face of a ``SettingsStore``.
@@ -145,13 +144,30 @@ public enum SettingsInterface {
                 }
                 return Changeset(sets: [(try key(call.arguments[0]), value)], origin: origin(call))
             },
-            DBusMethod(
-                name: "SetFromString", inputs: [.init("key", .string), .init("text", .string)],
-                outputs: [.init("serial", .uint64)],
-                deferred: { call, reply in
-                    activity()
-                    setFromString(call, reply, store: store, handOff: handOff)
-                }),
+            // A long text is parsed off the connection's thread (see ``inlineParseLimit``); one too long to be a
+            // value is refused by its size before it is parsed.
+            write("SetFromString", [.init("key", .string), .init("text", .string)], slow: { call in
+                guard case .string(let text)? = call.arguments.dropFirst().first else { return false }
+                return text.utf8.count > inlineParseLimit
+            }) { call throws(SettingsError) in
+                let key = try key(call.arguments[0])
+                guard case .string(let text) = call.arguments[1] else {
+                    throw .invalidValue("SetFromString takes a string as its second argument")
+                }
+                let size = text.utf8.count
+                guard size <= maximumTextSize else {
+                    throw .tooLarge(
+                        "the text for \(key) is \(size) bytes; SetFromString parses text of at most \(maximumTextSize) "
+                            + "bytes (8 MiB), and a value is at most \(SettingsBusNames.maximumValueSize) bytes (1 MiB)")
+                }
+                let value: DBusValue
+                do throws(GVariantTextError) {
+                    value = try GVariantText.parse(text, as: store.registeredSchema(key)?.type)
+                } catch {
+                    throw error.settingsError(for: key)
+                }
+                return Changeset(sets: [(key, value)], origin: origin(call))
+            },
             method(
                 "Apply", [.init("set", stringMap), .init("reset", .array(.string)), .init("options", stringMap)],
                 [.init("serial", .uint64)]
@@ -252,48 +268,6 @@ public enum SettingsInterface {
     /// hand-off queue (``WriteHandOff``), so that the connection goes on serving other clients while it is
     /// parsed, and writes still take effect in the order they arrived.
     static let inlineParseLimit = 16 * 1024
-
-    /// Checks the key and the text's size on the connection's thread, parses the text there when it is short
-    /// and on a dispatch queue otherwise, then submits the write like `Set`.
-    private static func setFromString(
-        _ call: DBusMethodCall, _ reply: DBusReply, store: SettingsStore, handOff: WriteHandOff
-    ) {
-        @Sendable func fail(_ error: SettingsError) { reply.send(.failure(error.dbusError)) }
-        let key: SettingPath
-        do throws(SettingsError) {
-            key = try self.key(call.arguments[0])
-        } catch {
-            return fail(error)
-        }
-        guard case .string(let text) = call.arguments[1] else {
-            return fail(.invalidValue("SetFromString takes a string as its second argument"))
-        }
-        let size = text.utf8.count
-        guard size <= maximumTextSize else {
-            return fail(
-                .tooLarge(
-                    "the text for \(key) is \(size) bytes; SetFromString parses text of at most \(maximumTextSize) "
-                        + "bytes (8 MiB), and a value is at most \(SettingsBusNames.maximumValueSize) bytes (1 MiB)"))
-        }
-        let writer = origin(call)
-        @Sendable func parseAndSubmit(runner: SettingsStore.CommitRunner?) {
-            let registered = try? store.describe(key).schema?.type
-            let value: DBusValue
-            do throws(GVariantTextError) {
-                value = try GVariantText.parse(text, as: registered)
-            } catch {
-                return fail(error.settingsError(for: key))
-            }
-            store.submit(Changeset(sets: [(key, value)], origin: writer), runner: runner) { result in
-                reply.send(result.map { [.uint64($0)] }.mapError { $0.dbusError })
-            }
-        }
-        if size <= inlineParseLimit && !handOff.isBusy {
-            parseAndSubmit(runner: reply.afterDispatch)
-        } else {
-            handOff.run { parseAndSubmit(runner: nil) }
-        }
-    }
 
     // MARK: - Argument helpers
 
