@@ -130,18 +130,16 @@ struct BenchReport {
 
         if let d = r.directories {
             let beside = count(d.storeKeys), big = count(d.bigKeys)
-            rows.append(
-                Row(
-                    measure: "`ReadTree` of a 3-key directory, alone / beside \(beside), p50",
-                    settingsBus: "\(Format.duration(d.smallReadTreeAlone.p50)) / \(Format.duration(d.smallReadTreeBeside.p50))",
-                    dconf: "—", ratio: "\(Format.ratio(d.smallReadTreeBeside.p50, d.smallReadTreeAlone.p50)) alone",
-                    target: "near 1×", met: nearOne(d.smallReadTreeBeside.p50, d.smallReadTreeAlone.p50)))
-            rows.append(
-                Row(
-                    measure: "`List` of a 3-key directory, alone / beside \(beside), p50",
-                    settingsBus: "\(Format.duration(d.smallListAlone.p50)) / \(Format.duration(d.smallListBeside.p50))",
-                    dconf: "—", ratio: "\(Format.ratio(d.smallListBeside.p50, d.smallListAlone.p50)) alone",
-                    target: "near 1×", met: nearOne(d.smallListBeside.p50, d.smallListAlone.p50)))
+            for (method, alone, besideBig) in [
+                ("ReadTree", d.smallReadTreeAlone, d.smallReadTreeBeside), ("List", d.smallListAlone, d.smallListBeside),
+            ] {
+                rows.append(
+                    Row(
+                        measure: "`\(method)` of a 3-key directory, alone / beside \(beside), p50",
+                        settingsBus: "\(Format.duration(alone.p50)) / \(Format.duration(besideBig.p50))",
+                        dconf: "—", ratio: "\(Format.ratio(besideBig.p50, alone.p50)) alone",
+                        target: "near 1×", met: nearOne(besideBig.p50, alone.p50)))
+            }
             rows.append(
                 Row(
                     measure: "another client's `Get`, nothing else going on, p50 / p99 / max",
