@@ -1,21 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 
 import DBus
+import SettingsBusTesting
 
 /// A seeded generator of random D-Bus types and values, so a failing case can be replayed from its seed.
 struct RandomValues {
     /// SplitMix64: small, fast and good enough to spread test cases.
-    struct Generator: RandomNumberGenerator {
-        var state: UInt64
-
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
+    typealias Generator = SeededGenerator
 
     var generator: Generator
 

@@ -1,21 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 
 @testable import SettingsBroker
+import SettingsBusTesting
 import Testing
 
 /// The broker's ordered index of keys (``SortedKeys``), against a sorted array, through random operations.
 struct SortedKeysTests {
     /// A small deterministic generator, so that a failure can be replayed.
-    struct Generator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
+    typealias Generator = SeededGenerator
 
     /// Texts that share prefixes and cross the bytes around `/` (`-`, `.`, `/`, `0`).
     static func randomKey(_ random: inout Generator) -> String {
