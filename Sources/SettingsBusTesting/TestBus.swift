@@ -51,6 +51,19 @@ public final class TestBus: Sendable {
         ["DBUS_SESSION_BUS_ADDRESS": address, "DBUS_SYSTEM_BUS_ADDRESS": address]
     }
 
+    /// Starts a private bus set up as the system bus is for the broker: it admits any user, applies the shipped
+    /// policy file (`dbus/io.github.settingsbus.Settings1.conf`), and lets an unprivileged user reach its socket.
+    public static func startLikeTheSystemBus() async throws -> TestBus {
+        let policy = configFile.deletingLastPathComponent().appendingPathComponent("io.github.settingsbus.Settings1.conf")
+        let bus = try await start(
+            extraConfig: """
+                <policy context="default"><allow user="*"/></policy>
+                <include>\(policy.path)</include>
+                """)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: bus.directory.path)
+        return bus
+    }
+
     /// Starts a private bus and waits until it accepts connections.
     ///
     /// - Parameters:

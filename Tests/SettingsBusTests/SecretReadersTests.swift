@@ -45,16 +45,7 @@ struct SecretReadersTests {
 
     /// A private bus that admits any user and applies the shipped policy, as the system bus would.
     static func systemLikeBus() async throws -> TestBus {
-        let policy = CrossProcessTests.examples.deletingLastPathComponent()
-            .appendingPathComponent("dbus/io.github.settingsbus.Settings1.conf")
-        let bus = try await TestBus.start(
-            extraConfig: """
-                <policy context="default"><allow user="*"/></policy>
-                <include>\(policy.path)</include>
-                """)
-        // Let an unprivileged user reach the socket.
-        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: bus.directory.path)
-        return bus
+        try await TestBus.startLikeTheSystemBus()
     }
 
     /// Runs ``client`` as the user `uid`; returns its lines by label.

@@ -76,16 +76,8 @@ struct SecurityTests {
     }
 
     @Test func onTheSystemBusOnlyRootWritesAndEveryoneReads() async throws {
-        let policy = CrossProcessTests.examples.deletingLastPathComponent()
-            .appendingPathComponent("dbus/io.github.settingsbus.Settings1.conf")
         // The policy under test, on a bus that admits any user (as the system bus does).
-        let extra = """
-            <policy context="default"><allow user="*"/></policy>
-            <include>\(policy.path)</include>
-            """
-        let bus = try await TestBus.start(extraConfig: extra)
-        // Let an unprivileged user reach the socket.
-        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: bus.directory.path)
+        let bus = try await TestBus.startLikeTheSystemBus()
         let broker = try await TestBroker.start(on: bus)
         let root = BusSettingsStore(bus: .address(bus.address))
         let key = SettingKey("/test/policy/motd", default: "")

@@ -189,13 +189,7 @@ struct VerbTests {
     }
 
     @Test func aCallTheBusPolicyRefusesExitsWith7() async throws {
-        let policy = Ctl.repository.appendingPathComponent("dbus/io.github.settingsbus.Settings1.conf")
-        let extra = """
-            <policy context="default"><allow user="*"/></policy>
-            <include>\(policy.path)</include>
-            """
-        let bus = try await TestBus.start(extraConfig: extra)
-        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: bus.directory.path)
+        let bus = try await TestBus.startLikeTheSystemBus()
         let broker = try await TestBroker.start(on: bus)
         _ = try await Ctl.output(bus, ["set", "/test/policy/motd", "'hello'"])
         let asNobody = try await TestProcess.run(
@@ -210,13 +204,7 @@ struct VerbTests {
     }
 
     @Test func aSecretValueTheBrokerWithholdsExitsWith8() async throws {
-        let policy = Ctl.repository.appendingPathComponent("dbus/io.github.settingsbus.Settings1.conf")
-        let extra = """
-            <policy context="default"><allow user="*"/></policy>
-            <include>\(policy.path)</include>
-            """
-        let bus = try await TestBus.start(extraConfig: extra)
-        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: bus.directory.path)
+        let bus = try await TestBus.startLikeTheSystemBus()
         let broker = try await TestBroker.start(on: bus)
         _ = try await Ctl.output(
             bus, ["register", "-"], input: "[/test/secret/]\ntoken.type=s\ntoken.default=''\ntoken.secret=true\n")
