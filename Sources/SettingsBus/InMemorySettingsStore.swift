@@ -144,8 +144,7 @@ public final class InMemorySettingsStore: SettingsStore {
                 state.schemas[key] = schema
                 // A stored value that converts to the schema's type without loss is converted.
                 if let stored = state.values[key], stored.type != schema.type,
-                    let converted = stored.losslesslyConverted(to: schema.type),
-                    (try? schema.validate(converted, for: key)) != nil
+                    let converted = stored.losslesslyConverted(to: schema.type), schema.accepts(converted)
                 {
                     state.values[key] = converted
                 }
