@@ -77,10 +77,7 @@ final class StoreLock: Sendable {
             defer { descriptor = fresh }
             return descriptor
         }
-        if old >= 0 {
-            flock(old, LOCK_UN)
-            close(old)
-        }
+        Self.unlockAndClose(old)
     }
 
     /// Whether the lock file at ``path`` is still the file this broker locked.
@@ -101,10 +98,13 @@ final class StoreLock: Sendable {
             defer { descriptor = -1 }
             return descriptor
         }
-        if old >= 0 {
-            flock(old, LOCK_UN)
-            close(old)
-        }
+        Self.unlockAndClose(old)
+    }
+
+    private static func unlockAndClose(_ descriptor: Int32) {
+        guard descriptor >= 0 else { return }
+        flock(descriptor, LOCK_UN)
+        close(descriptor)
     }
 
     deinit {
