@@ -113,9 +113,9 @@ public final class BrokerService: Service, Sendable {
         if let owner = try await connection.nameOwner(of: name) {
             throw StartError(description: "\(name) is already owned by \(owner): another settings-broker is running on this bus")
         }
-        let store: SettingsStore
+        let store: DurableStore
         do {
-            store = try await SettingsStore.open(path: configuration.storePath, durability: configuration.durability)
+            store = try await DurableStore.open(path: configuration.storePath, durability: configuration.durability)
         } catch {
             throw StartError(description: error.message)
         }

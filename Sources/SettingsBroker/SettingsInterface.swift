@@ -3,7 +3,7 @@
 public import DBus
 import SettingsModel
 
-/// The `io.github.settingsbus.Settings1` interface: the D-Bus face of a ``SettingsStore``.
+/// The `io.github.settingsbus.Settings1` interface: the D-Bus face of a ``DurableStore``.
 ///
 /// Every method checks its arguments before touching the store and answers failures with the
 /// `io.github.settingsbus.Settings1.Error.*` names of ``SettingsError``. The interface XML in `dbus/` is what
@@ -22,7 +22,7 @@ public enum SettingsInterface {
     ///   - activity: called at the start of every method call (the broker's idle timer uses it).
     ///   - moreStatus: fields that `Status` reports beside the store's own (the schema files).
     public static func interface(
-        store: SettingsStore, secretReaders: SecretReaders = SecretReaders(),
+        store: DurableStore, secretReaders: SecretReaders = SecretReaders(),
         activity: @escaping @Sendable () -> Void = {},
         moreStatus: @escaping @Sendable () -> [String: DBusValue] = { [:] }
     ) -> DBusInterface {
@@ -86,7 +86,7 @@ public enum SettingsInterface {
                 name: name, inputs: inputs, outputs: [.init("serial", .uint64)],
                 deferred: { call, reply in
                     activity()
-                    @Sendable func stage(runner: SettingsStore.CommitRunner?) {
+                    @Sendable func stage(runner: DurableStore.CommitRunner?) {
                         do throws(SettingsError) {
                             store.submit(try changeset(call), runner: runner) { result in
                                 reply.send(result.map { [.uint64($0)] }.mapError { $0.dbusError })

@@ -40,7 +40,7 @@ final class VendorSchemas: Sendable {
 
     /// The folders searched, first first.
     let directories: [String]
-    private let store: SettingsStore
+    private let store: DurableStore
     private let report: @Sendable (Event) -> Void
     private let queue = DispatchQueue(label: "settings-vendor-schemas")
     private let state = Locked(State())
@@ -54,7 +54,7 @@ final class VendorSchemas: Sendable {
         var stopped = false
     }
 
-    init(directories: [String], store: SettingsStore, report: @escaping @Sendable (Event) -> Void) {
+    init(directories: [String], store: DurableStore, report: @escaping @Sendable (Event) -> Void) {
         self.directories = directories
         self.store = store
         self.report = report

@@ -85,11 +85,11 @@ struct CommitPlacementTests {
 
     /// Submits a changeset with a runner that keeps the work it is given and runs it on a thread of its own,
     /// as a connection's thread would, and says where the changeset was committed.
-    static func place(_ changeset: Changeset, in store: SettingsStore) async throws -> Placement {
+    static func place(_ changeset: Changeset, in store: DurableStore) async throws -> Placement {
         let works = Locked<[@Sendable () -> Void]>([])
         let answers = Mailbox<(thread: pthread_t, result: Result<UInt64, SettingsError>)>()
         let serialBefore = store.serial
-        let runner: SettingsStore.CommitRunner = { work in
+        let runner: DurableStore.CommitRunner = { work in
             works.withLock { $0.append(work) }
             return true
         }
@@ -130,7 +130,7 @@ struct CommitPlacementTests {
     @Test func aRunnerCommitsSmallBatchesWhereItRunsAndLeavesLargeOnesToTheCommitQueue() async throws {
         let directory = try StoreDirectory()
         defer { directory.remove() }
-        let store = try await SettingsStore.open(path: directory.store)
+        let store = try await DurableStore.open(path: directory.store)
         // No commit counts as slow here, however loaded the machine (the next test covers slow ones).
         store.setSlowCommit(.seconds(60))
 
@@ -140,7 +140,7 @@ struct CommitPlacementTests {
         #expect(try small.result.get() == store.serial)
 
         // A write of more keys than the limit is handed on to the commit queue, another thread.
-        let keys = try (0...SettingsStore.inlineCommitLimit).map { try SettingPath("/test/place/many/k\($0)") }
+        let keys = try (0...DurableStore.inlineCommitLimit).map { try SettingPath("/test/place/many/k\($0)") }
         let large = try await Self.place(
             Changeset(sets: keys.map { ($0, DBusValue.int32(2)) }, origin: "test"), in: store)
         #expect(large.offered && !large.ranThere)
@@ -149,7 +149,7 @@ struct CommitPlacementTests {
 
         // Both are durable: a reopened store has them.
         await StoreCalls.shutDown(store)
-        let reopened = try await SettingsStore.open(path: directory.store)
+        let reopened = try await DurableStore.open(path: directory.store)
         #expect(reopened.getMany(keys + [try SettingPath("/test/place/one")]).values.count == keys.count + 1)
         await StoreCalls.shutDown(reopened)
     }
@@ -157,7 +157,7 @@ struct CommitPlacementTests {
     @Test func afterASlowCommitSmallOnesGoToTheCommitQueueUntilOneIsFastAgain() async throws {
         let directory = try StoreDirectory()
         defer { directory.remove() }
-        let store = try await SettingsStore.open(path: directory.store)
+        let store = try await DurableStore.open(path: directory.store)
 
         // Given: every commit counts as slow.
         store.setSlowCommit(.zero)

@@ -12,7 +12,7 @@ struct CommittedChangeTests {
     @Test func valuesAreInKeyOrderAlsoWhenARegistrationAddsAKey() async throws {
         let directory = try StoreDirectory()
         defer { directory.remove() }
-        let store = try await SettingsStore.open(path: directory.store)
+        let store = try await DurableStore.open(path: directory.store)
         let changes = Mailbox<CommittedChange>()
         store.setCommitHandler { committed in committed.forEach(changes.push) }
         _ = try await StoreCalls.set(store, "/test/order/a", .int32(1))

@@ -12,7 +12,7 @@ import Testing
 @Suite(.timeLimit(.minutes(1)))
 struct StoreBackupTests {
     /// Starts the backups of a store, with each event delivered to a mailbox.
-    static func startBackups(_ store: SettingsStore, interval: Duration) async -> Mailbox<StoreBackup.Event> {
+    static func startBackups(_ store: DurableStore, interval: Duration) async -> Mailbox<StoreBackup.Event> {
         let events = Mailbox<StoreBackup.Event>()
         store.storePersistence.backup.start(interval: interval, serial: store.serial) { events.push($0) }
         return events
@@ -29,10 +29,10 @@ struct StoreBackupTests {
     @Test func theDefaultDurabilitySyncsEveryCommit() async throws {
         let directory = try StoreDirectory()
         defer { directory.remove() }
-        let durable = try await SettingsStore.open(path: directory.store)
+        let durable = try await DurableStore.open(path: directory.store)
         #expect(await durable.storePersistence.synchronousLevel() == 2)  // FULL: the WAL is synced at each commit
         durable.storePersistence.close()
-        let relaxed = try await SettingsStore.open(path: directory.store, durability: .relaxed)
+        let relaxed = try await DurableStore.open(path: directory.store, durability: .relaxed)
         #expect(await relaxed.storePersistence.synchronousLevel() == 1)  // NORMAL
         relaxed.storePersistence.close()
     }
@@ -40,7 +40,7 @@ struct StoreBackupTests {
     @Test func aBackupIsWrittenAtStartUpThenAfterCommits() async throws {
         let directory = try StoreDirectory()
         defer { directory.remove() }
-        let store = try await SettingsStore.open(path: directory.store)
+        let store = try await DurableStore.open(path: directory.store)
 
         // Given: a new store: its backup is written at once.
         let events = await Self.startBackups(store, interval: .zero)
@@ -59,7 +59,7 @@ struct StoreBackupTests {
     @Test func backupsAreSpacedByTheIntervalAndTheLastOneIsWrittenAtShutdown() async throws {
         let directory = try StoreDirectory()
         defer { directory.remove() }
-        let store = try await SettingsStore.open(path: directory.store)
+        let store = try await DurableStore.open(path: directory.store)
 
         // Given: backups at most once an hour, the first written at start-up.
         let events = await Self.startBackups(store, interval: .seconds(3600))
@@ -78,7 +78,7 @@ struct StoreBackupTests {
         store.storePersistence.close()
 
         // And: a store that opens with a current backup does not copy it again.
-        let reopened = try await SettingsStore.open(path: directory.store)
+        let reopened = try await DurableStore.open(path: directory.store)
         let more = await Self.startBackups(reopened, interval: .zero)
         #expect(reopened.status()["backup-serial"] == .uint64(last))
         await reopened.close()
@@ -92,7 +92,7 @@ struct StoreBackupTests {
         let directory = try StoreDirectory()
         defer { directory.remove() }
         // Given: a store whose backup was written at its shutdown.
-        let store = try await SettingsStore.open(path: directory.store)
+        let store = try await DurableStore.open(path: directory.store)
         let events = await Self.startBackups(store, interval: .seconds(3600))
         #expect(try await Self.writtenSerial(events) == 0)
         let last = try await StoreCalls.set(store, "/test/backup/restart", .int32(1))
@@ -102,7 +102,7 @@ struct StoreBackupTests {
         store.storePersistence.close()
 
         // When: it opens again (the backup holds its serial) and commits.
-        let reopened = try await SettingsStore.open(path: directory.store)
+        let reopened = try await DurableStore.open(path: directory.store)
         let more = await Self.startBackups(reopened, interval: .seconds(3600))
         #expect(reopened.storePersistence.backup.nextDue == nil)
         _ = try await StoreCalls.set(reopened, "/test/backup/restart", .int32(2))
@@ -118,14 +118,14 @@ struct StoreBackupTests {
     @Test func aStoreOfANewerFormatIsServedReadOnlyAndLeftAlone() async throws {
         let directory = try StoreDirectory()
         defer { directory.remove() }
-        let first = try await SettingsStore.open(path: directory.store)
+        let first = try await DurableStore.open(path: directory.store)
         _ = try await StoreCalls.set(first, "/test/format/a", .string("kept"))
         await StoreCalls.shutDown(first)
         // A newer broker has written format 99.
         _ = try await StoreCalls.sqlite(directory.store, "UPDATE meta SET value = 99 WHERE name = 'format';")
         let before = FileManager.default.contents(atPath: directory.store)
 
-        let store = try await SettingsStore.open(path: directory.store)
+        let store = try await DurableStore.open(path: directory.store)
         #expect(store.condition.health == .readOnly)
         #expect(store.condition.problem?.contains("has store format 99") == true)
         #expect(store.condition.source == .store)
@@ -142,7 +142,7 @@ struct StoreBackupTests {
         try Data((0..<4096).map { _ in UInt8.random(in: 0...255) }).write(to: URL(fileURLWithPath: directory.store + "-wal"))
 
         // When: the store is opened, Then: it is new and healthy, and the log was moved aside, not used.
-        let store = try await SettingsStore.open(path: directory.store)
+        let store = try await DurableStore.open(path: directory.store)
         #expect(store.condition.health == .ok)
         #expect(directory.names().contains { $0.hasPrefix("settings.db.orphaned-") && $0.hasSuffix("-wal") })
         #expect(try await StoreCalls.set(store, "/test/orphan/a", .int32(1)) == 1)

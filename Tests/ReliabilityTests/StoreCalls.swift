@@ -6,15 +6,15 @@ import Foundation
 import SettingsBusTesting
 import SettingsModel
 
-/// What the in-process store tests do to a ``SettingsStore`` and its file.
+/// What the in-process store tests do to a ``DurableStore`` and its file.
 enum StoreCalls {
     /// Stores one value in its own commit; returns the commit's serial.
-    static func set(_ store: SettingsStore, _ key: String, _ value: DBusValue) async throws -> UInt64 {
+    static func set(_ store: DurableStore, _ key: String, _ value: DBusValue) async throws -> UInt64 {
         try await store.apply(Changeset(sets: [(try SettingPath(key), value)], origin: "test"))
     }
 
     /// Finishes the commits in flight and closes the file, as the broker does when it stops.
-    static func shutDown(_ store: SettingsStore) async {
+    static func shutDown(_ store: DurableStore) async {
         await store.close()
         store.storePersistence.close()
     }

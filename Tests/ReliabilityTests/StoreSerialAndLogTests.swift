@@ -11,13 +11,13 @@ import Testing
 /// (no bus), against real store files.
 @Suite(.timeLimit(.minutes(1)))
 struct StoreSerialAndLogTests {
-    static func reset(_ store: SettingsStore, _ key: String) async throws -> UInt64 {
+    static func reset(_ store: DurableStore, _ key: String) async throws -> UInt64 {
         try await store.apply(Changeset(resets: [.key(try SettingPath(key))], origin: "test"))
     }
 
-    static func reopen(_ store: SettingsStore, _ path: String) async throws -> SettingsStore {
+    static func reopen(_ store: DurableStore, _ path: String) async throws -> DurableStore {
         await StoreCalls.shutDown(store)
-        return try await SettingsStore.open(path: path)
+        return try await DurableStore.open(path: path)
     }
 
     static func size(of file: String) -> Int? {
@@ -27,7 +27,7 @@ struct StoreSerialAndLogTests {
     @Test func theSerialSurvivesARestartAfterStoringAndAfterRemovingTheNewestValue() async throws {
         let directory = try StoreDirectory()
         defer { directory.remove() }
-        var store = try await SettingsStore.open(path: directory.store)
+        var store = try await DurableStore.open(path: directory.store)
         _ = try await StoreCalls.set(store, "/test/serial/a", .int32(1))
         let stored = try await StoreCalls.set(store, "/test/serial/b", .int32(2))
 
@@ -50,7 +50,7 @@ struct StoreSerialAndLogTests {
     @Test func aFormatOneStoreKeepsItsSerialAndIsMarkedFormatTwo() async throws {
         let directory = try StoreDirectory()
         defer { directory.remove() }
-        let first = try await SettingsStore.open(path: directory.store)
+        let first = try await DurableStore.open(path: directory.store)
         _ = try await StoreCalls.set(first, "/test/format/a", .string("kept"))
         await StoreCalls.shutDown(first)
         // Given: a store as format 1 wrote it, whose serial is in `meta` alone (higher than any row's).
@@ -58,7 +58,7 @@ struct StoreSerialAndLogTests {
             directory.store, "UPDATE meta SET value = 1 WHERE name = 'format'; UPDATE meta SET value = 41 WHERE name = 'serial';")
 
         // When: this broker opens it.
-        let store = try await SettingsStore.open(path: directory.store)
+        let store = try await DurableStore.open(path: directory.store)
         // Then: the serial is the one it recorded, the value is there, and the file now says format 2.
         #expect(store.condition.health == .ok)
         #expect(store.serial == 41)
@@ -75,7 +75,7 @@ struct StoreSerialAndLogTests {
         let directory = try StoreDirectory()
         defer { directory.remove() }
         let log = directory.store + "-wal"
-        let store = try await SettingsStore.open(path: directory.store)
+        let store = try await DurableStore.open(path: directory.store)
         // Given: a new store, whose log file was made at its full size before SQLite opened it.
         #expect(Self.size(of: log) == StorePersistence.logBytes)
 
@@ -104,7 +104,7 @@ struct StoreSerialAndLogTests {
     @Test func aLogFileThatExistsIsNeverOverwrittenAtOpen() async throws {
         let directory = try StoreDirectory()
         defer { directory.remove() }
-        let first = try await SettingsStore.open(path: directory.store)
+        let first = try await DurableStore.open(path: directory.store)
         _ = try await StoreCalls.set(first, "/test/log/a", .int32(1))
         await StoreCalls.shutDown(first)
         // Given: a log file of another size at the store's log path (a log SQLite left, as after a crash).
@@ -113,7 +113,7 @@ struct StoreSerialAndLogTests {
         try bytes.write(to: URL(fileURLWithPath: log))
 
         // When: the store opens.
-        let store = try await SettingsStore.open(path: directory.store)
+        let store = try await DurableStore.open(path: directory.store)
         // Then: the file was not replaced by a new one of the full size, and the store opened.
         #expect(store.condition.health == .ok)
         #expect(try store.get(try SettingPath("/test/log/a")) == .int32(1))

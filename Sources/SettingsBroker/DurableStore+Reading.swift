@@ -4,7 +4,7 @@ public import DBus
 public import SettingsModel
 
 // Reading: everything here reads the committed state only, under its lock, from any thread.
-extension SettingsStore {
+extension DurableStore {
     /// The effective value: a user value of the registered type, else the registered default.
     func effectiveValue(_ key: SettingPath) -> DBusValue? {
         committed.withLock { $0.effectiveValue(key) }
@@ -162,13 +162,13 @@ struct ReadResume: Equatable {
     var inclusive: Bool
 }
 
-/// The committed values, schemas and serial of a ``SettingsStore``.
+/// The committed values, schemas and serial of a ``DurableStore``.
 ///
 /// It sits behind a lock so that reads from memory (`Get`, `GetMany`) can be answered on the connection's
 /// thread, without a task and the two thread wake-ups one costs; the store's commits are its only writer and
 /// mutate it in place, so no copy of the tables is ever made.
 ///
-/// A large commit is applied to `values` in pieces, each under the lock (see `SettingsStore.commitToMemory`);
+/// A large commit is applied to `values` in pieces, each under the lock (see `DurableStore.commitToMemory`);
 /// meanwhile `applying` holds the user values its keys had before it, and every read goes through it
 /// (``userValue(_:)``, the directory reads), so that readers see the state before the commit until it is
 /// applied whole and `serial` moves on.

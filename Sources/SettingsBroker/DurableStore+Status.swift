@@ -3,7 +3,7 @@
 public import DBus
 import FoundationEssentials
 
-extension SettingsStore {
+extension DurableStore {
     /// How the store file was opened: healthy, recovered, or read-only, and why.
     public var condition: StoreCondition { persistence.condition }
 

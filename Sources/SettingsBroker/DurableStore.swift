@@ -51,7 +51,7 @@ import Dispatch
 public import SettingsModel
 
 /// The broker's settings: values and schemas in memory for reads, persisted in SQLite with group commit.
-public final class SettingsStore: Sendable {
+public final class DurableStore: Sendable {
     typealias UserValue = CommittedState.UserValue
     /// What a writer is told once its changeset is committed, or why it was not.
     public typealias Completion = @Sendable (Result<UInt64, SettingsError>) -> Void
@@ -82,7 +82,7 @@ public final class SettingsStore: Sendable {
         var commitInFlight = false
         /// Whether the last commit took longer than `slowCommit`: then the next runs on the commit queue.
         var lastCommitWasSlow = false
-        var slowCommit = SettingsStore.slowCommit
+        var slowCommit = DurableStore.slowCommit
         var closed = false
         var idleWaiters: [@Sendable () -> Void] = []
         var commitHandler: @Sendable ([CommittedChange]) -> Void = { _ in }
@@ -101,7 +101,7 @@ public final class SettingsStore: Sendable {
     /// Opens the store file (creating it if needed) and reads it into memory.
     ///
     /// - Throws: ``SettingsError`` `StoreFailure` naming the file and the reason.
-    public static func open(path: String, durability: Durability = .full) async throws(SettingsError) -> SettingsStore {
+    public static func open(path: String, durability: Durability = .full) async throws(SettingsError) -> DurableStore {
         // Opening checks and reads the whole file (about 0.1 s with 100,000 keys): on a thread of its own,
         // not on one of the tasks' threads.
         let opened: Result<StorePersistence, SettingsError> = await handOff { deliver in
@@ -111,7 +111,7 @@ public final class SettingsStore: Sendable {
         }
         let persistence = try opened.get()
         let contents = try await persistence.load()
-        return SettingsStore(persistence: persistence, contents: contents)
+        return DurableStore(persistence: persistence, contents: contents)
     }
 
     /// Sets the function called where each commit ran (the commit queue or the connection's thread), in serial

@@ -3,7 +3,7 @@
 import DBus
 import SettingsModel
 
-extension SettingsStore {
+extension DurableStore {
     /// The schema registered for a key as of the last commit, if any. Any thread.
     func registeredSchema(_ key: SettingPath) -> SettingSchema? {
         committed.withLock { $0.schemas[key] }
