@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-public import DBus
+import DBus
 
 /// A schema file: what `settingsctl register` and `settingsctl check` read, and what apps install for the
 /// broker under `settingsbus/schemas/`: a keyfile whose groups are directories and whose lines are
@@ -51,10 +51,10 @@ public struct SchemaFile: Sendable {
     public init(parsing text: String) throws(Problem) {
         var group: SettingDirectory?
         var fields: [SettingPath: Fields] = [:]
-        let lines = text.split(omittingEmptySubsequences: false) { $0 == "\n" || $0 == "\r\n" }
+        let lines = LineText.lines(text)
         for (index, rawLine) in lines.enumerated() {
             let number = index + 1
-            let line = Self.trimmed(rawLine)
+            let line = LineText.trimmed(rawLine)
             if line.isEmpty || line.hasPrefix("#") || line.hasPrefix(";") { continue }
             if line.hasPrefix("[") {
                 guard line.hasSuffix("]") else {
@@ -74,8 +74,8 @@ public struct SchemaFile: Sendable {
             guard let group else {
                 throw Problem(line: number, message: "'\(line)' comes before the first [/directory/] line")
             }
-            let left = Self.trimmed(line[..<equals])
-            let value = Self.trimmed(line[line.index(after: equals)...])
+            let left = LineText.trimmed(line[..<equals])
+            let value = LineText.trimmed(line[line.index(after: equals)...])
             guard let dot = left.lastIndex(of: ".") else {
                 throw Problem(line: number, message: "'\(left)' names no field: write key.type, key.default, key.summary, …")
             }
@@ -101,13 +101,6 @@ public struct SchemaFile: Sendable {
             }
             schemas[key] = schema
         }
-    }
-
-    private static func trimmed(_ text: some StringProtocol) -> String {
-        let blank: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" }
-        guard let first = text.firstIndex(where: { !blank($0) }), let last = text.lastIndex(where: { !blank($0) })
-        else { return "" }
-        return String(text[first...last])
     }
 
     private static func schema(for key: SettingPath, _ fields: Fields) throws(Problem) -> SettingSchema {

@@ -38,62 +38,17 @@ enum DconfKeyfile {
         return groups.joined(separator: "\n")
     }
 
-    /// Reads a keyfile as `dconf load` does: every `name=value` of group `[g]` sets the key `directory + g/name`
-    /// (`[/]` is `directory` itself) to the value parsed from its GVariant text, with the type that text has.
-    ///
-    /// Blank lines and lines starting with `#` or `;` are skipped; white space around names and values is
-    /// ignored; a key given twice keeps its last value.
+    /// Reads a keyfile as `dconf load` does (``SettingsModel/Keyfile/parse(_:under:)``).
     ///
     /// - Returns: the values in the order they were first given.
     /// - Throws: ``CtlError`` with status ``ExitStatus/invalid``, naming the line and what is wrong.
     static func parse(_ text: String, under directory: SettingDirectory) throws(CtlError) -> [(SettingPath, DBusValue)]
     {
-        var group: SettingDirectory?
-        var order: [SettingPath] = []
-        var values: [SettingPath: DBusValue] = [:]
-        let lines = text.split(omittingEmptySubsequences: false) { $0 == "\n" || $0 == "\r\n" }
-        for (index, rawLine) in lines.enumerated() {
-            let number = index + 1
-            let trimmed = Text.trimmed(rawLine)
-            if trimmed.isEmpty || trimmed.hasPrefix("#") || trimmed.hasPrefix(";") {
-                continue
-            }
-            if trimmed.hasPrefix("[") {
-                guard trimmed.hasSuffix("]"), let close = trimmed.lastIndex(of: "]") else {
-                    throw CtlError(.invalid, "line \(number): a group line is '[path]', not '\(trimmed)'")
-                }
-                let name = trimmed[trimmed.index(after: trimmed.startIndex)..<close]
-                let relative = name.split(separator: "/").joined(separator: "/")
-                let text = relative.isEmpty ? directory.rawValue : directory.rawValue + relative + "/"
-                do {
-                    group = try SettingDirectory(text)
-                } catch {
-                    throw CtlError(.invalid, "line \(number): group [\(name)]: \(error.message)")
-                }
-                continue
-            }
-            guard let equals = trimmed.firstIndex(of: "=") else {
-                throw CtlError(.invalid, "line \(number): expected 'name=value' or '[group]', found '\(trimmed)'")
-            }
-            guard let group else {
-                throw CtlError(.invalid, "line \(number): '\(trimmed)' comes before the first [group] line")
-            }
-            let name = Text.trimmed(trimmed[..<equals])
-            let valueText = String(trimmed[trimmed.index(after: equals)...])
-            let key: SettingPath
-            do {
-                key = try group.key(named: name)
-            } catch {
-                throw CtlError(.invalid, "line \(number): \(error.message)")
-            }
-            do {
-                let value = try GVariantText.parse(valueText)
-                if values.updateValue(value, forKey: key) == nil { order.append(key) }
-            } catch {
-                throw CtlError(.invalid, "line \(number): the value of \(key) is not GVariant text: \(error)")
-            }
+        do throws(Keyfile.Problem) {
+            return try Keyfile.parse(text, under: directory).map { ($0.key, $0.value) }
+        } catch {
+            throw CtlError(.invalid, error.description)
         }
-        return order.map { ($0, values[$0]!) }
     }
 
     /// One directory of the tree being printed.

@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: Apache-2.0
+
+public import DBus
+
+/// The keyfile format that `dconf dump` prints, `dconf load` and `settingsctl load` read, and administrators
+/// write in `defaults.d/` (``AdministratorLayer``).
+///
+/// ```
+/// [/]
+/// top-level-key=1
+///
+/// [editor]
+/// font-size=12
+/// theme='dark'
+/// ```
+///
+/// Groups are directories relative to the directory the file is read under (`[/]` is that directory itself;
+/// `[editor]` and `[/editor/]` are the same group); each line is `name=value` with the value in GVariant text
+/// with type annotations. Blank lines and lines starting with `#` or `;` are skipped; white space around
+/// names and values is ignored; a key given twice keeps its last value.
+public enum Keyfile {
+    /// What is wrong with a keyfile, and on which line.
+    public struct Problem: Error, Sendable, Hashable, CustomStringConvertible {
+        /// The line, counted from 1.
+        public var line: Int
+        /// What is wrong, for people.
+        public var message: String
+
+        /// `line N: message`.
+        public var description: String { "line \(line): \(message)" }
+    }
+
+    /// Reads a keyfile: every `name=value` of group `[g]` sets the key `directory + g/name` to the value parsed
+    /// from its GVariant text, with the type that text has.
+    ///
+    /// - Returns: each key with its value and the line that gave it, in the order the keys were first given.
+    /// - Throws: the first ``Problem``.
+    public static func parse(
+        _ text: String, under directory: SettingDirectory
+    ) throws(Problem) -> [(key: SettingPath, value: DBusValue, line: Int)] {
+        var group: SettingDirectory?
+        var order: [SettingPath] = []
+        var values: [SettingPath: (value: DBusValue, line: Int)] = [:]
+        let lines = LineText.lines(text)
+        for (index, rawLine) in lines.enumerated() {
+            let number = index + 1
+            let trimmed = LineText.trimmed(rawLine)
+            if trimmed.isEmpty || trimmed.hasPrefix("#") || trimmed.hasPrefix(";") {
+                continue
+            }
+            if trimmed.hasPrefix("[") {
+                guard trimmed.hasSuffix("]"), let close = trimmed.lastIndex(of: "]") else {
+                    throw Problem(line: number, message: "a group line is '[path]', not '\(trimmed)'")
+                }
+                let name = trimmed[trimmed.index(after: trimmed.startIndex)..<close]
+                let relative = name.split(separator: "/").joined(separator: "/")
+                let text = relative.isEmpty ? directory.rawValue : directory.rawValue + relative + "/"
+                do {
+                    group = try SettingDirectory(text)
+                } catch {
+                    throw Problem(line: number, message: "group [\(name)]: \(error.message)")
+                }
+                continue
+            }
+            guard let equals = trimmed.firstIndex(of: "=") else {
+                throw Problem(line: number, message: "expected 'name=value' or '[group]', found '\(trimmed)'")
+            }
+            guard let group else {
+                throw Problem(line: number, message: "'\(trimmed)' comes before the first [group] line")
+            }
+            let name = LineText.trimmed(trimmed[..<equals])
+            let valueText = String(trimmed[trimmed.index(after: equals)...])
+            let key: SettingPath
+            do {
+                key = try group.key(named: name)
+            } catch {
+                throw Problem(line: number, message: error.message)
+            }
+            do throws(GVariantTextError) {
+                let value = try GVariantText.parse(valueText)
+                if values.updateValue((value, number), forKey: key) == nil { order.append(key) }
+            } catch {
+                throw Problem(line: number, message: "the value of \(key) is not GVariant text: \(error)")
+            }
+        }
+        return order.map { key in
+            let entry = values[key]!
+            return (key, entry.value, entry.line)
+        }
+    }
+}
