@@ -42,22 +42,21 @@ final class VendorSchemas: Sendable {
     let directories: [String]
     private let store: DurableStore
     private let report: @Sendable (Event) -> Void
-    private let queue = DispatchQueue(label: "settings-vendor-schemas")
+    private let queue: DispatchQueue
+    private let folders: FolderWatch
     private let state = Locked(State())
 
     private struct State {
         var files: [String] = []
         var problems: [String: Problem] = [:]
-        var inotify: Int32 = -1
-        var source: (any DispatchSourceRead)?
-        var reloadPending = false
-        var stopped = false
     }
 
     init(directories: [String], store: DurableStore, report: @escaping @Sendable (Event) -> Void) {
         self.directories = directories
         self.store = store
         self.report = report
+        queue = DispatchQueue(label: "settings-vendor-schemas")
+        folders = FolderWatch(queue: queue)
     }
 
     /// The folders of `$XDG_DATA_HOME` (default `~/.local/share`) and `$XDG_DATA_DIRS` (default
@@ -80,7 +79,7 @@ final class VendorSchemas: Sendable {
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             queue.async {
                 self.reload()
-                self.watch()
+                self.folders.watch(self.directories) { [weak self] in self?.reload() }
                 done.resume()
             }
         }
@@ -88,16 +87,7 @@ final class VendorSchemas: Sendable {
 
     /// Stops following the folders.
     func stop() {
-        let (source, descriptor) = state.withLock { state in
-            state.stopped = true
-            defer {
-                state.source = nil
-                state.inotify = -1
-            }
-            return (state.source, state.inotify)
-        }
-        source?.cancel()
-        if source == nil, descriptor >= 0 { close(descriptor) }
+        folders.stop()
     }
 
     /// What `Status` reports: `schema-files` (u, the files read) and `schema-problems` (as, one line per file
@@ -174,52 +164,5 @@ final class VendorSchemas: Sendable {
         let known = state.withLock { $0.problems[problem.file] }
         if known != problem { report(.skipped(problem)) }
         return problem
-    }
-
-    // MARK: - Following the folders
-
-    /// Starts inotify on every folder that exists. Runs on ``queue``.
-    private func watch() {
-        let descriptor = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
-        guard descriptor >= 0 else { return }
-        let mask = UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CREATE)
-        var watched = 0
-        for directory in directories where inotify_add_watch(descriptor, directory, mask) >= 0 {
-            watched += 1
-        }
-        guard watched > 0 else {
-            close(descriptor)
-            return
-        }
-        let source = DispatchSource.makeReadSource(fileDescriptor: descriptor, queue: queue)
-        source.setEventHandler { [weak self] in self?.drain(descriptor) }
-        source.setCancelHandler { close(descriptor) }
-        let started = state.withLock { state -> Bool in
-            guard !state.stopped else { return false }
-            state.inotify = descriptor
-            state.source = source
-            return true
-        }
-        guard started else {
-            close(descriptor)
-            return
-        }
-        source.resume()
-    }
-
-    /// Reads the pending events and schedules one reading of the files 100 ms later. Runs on ``queue``.
-    private func drain(_ descriptor: Int32) {
-        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
-        while buffer.withUnsafeMutableBytes({ read(descriptor, $0.baseAddress, $0.count) }) > 0 {}
-        let schedule = state.withLock { state -> Bool in
-            guard !state.reloadPending, !state.stopped else { return false }
-            state.reloadPending = true
-            return true
-        }
-        guard schedule else { return }
-        queue.asyncAfter(deadline: .now() + .milliseconds(100)) {
-            self.state.withLock { $0.reloadPending = false }
-            self.reload()
-        }
     }
 }

@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import DBus
+import Dispatch
+import Glibc
+
+/// Follows folders with inotify, and calls a handler on its queue 100 ms after the last of a burst of events
+/// (a package manager writes many files at once): files written, moved in or out, made or removed, and the
+/// folders themselves made, moved or removed.
+///
+/// ``watch(_:)`` may be called again with the same folders: a folder made or replaced since is followed
+/// from then on (inotify follows a folder's inode, not its name), which is how a folder that did not exist,
+/// or that was replaced by a new one, is picked up.
+final class FolderWatch: Sendable {
+    private let queue: DispatchQueue
+    private let state = Locked(State())
+
+    private struct State {
+        var changed: (@Sendable () -> Void)?
+        var descriptor: Int32 = -1
+        var source: (any DispatchSourceRead)?
+        var pending = false
+        var stopped = false
+    }
+
+    private static let mask = UInt32(
+        IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CREATE | IN_DELETE_SELF | IN_MOVE_SELF)
+
+    /// - Parameter queue: the serial queue the handler runs on, and on which ``watch(_:changed:)`` is called.
+    init(queue: DispatchQueue) {
+        self.queue = queue
+    }
+
+    /// Follows each folder of `folders` that exists now (and goes on following those followed before), and
+    /// calls `changed` once after each burst of events in any of them from now on.
+    ///
+    /// - Returns: how many of them are followed.
+    @discardableResult
+    func watch(_ folders: [String], changed: @escaping @Sendable () -> Void) -> Int {
+        state.withLock { $0.changed = changed }
+        guard let descriptor = open() else { return 0 }
+        return folders.filter { inotify_add_watch(descriptor, $0, Self.mask) >= 0 }.count
+    }
+
+    /// Stops following; the handler is not called afterwards.
+    func stop() {
+        let (source, descriptor) = state.withLock { state in
+            state.stopped = true
+            defer {
+                state.source = nil
+                state.descriptor = -1
+            }
+            return (state.source, state.descriptor)
+        }
+        source?.cancel()
+        if source == nil, descriptor >= 0 { close(descriptor) }
+    }
+
+    /// The inotify descriptor, made with its read source the first time; nil once stopped or when inotify
+    /// is not available.
+    private func open() -> Int32? {
+        let existing = state.withLock { state -> Int32? in
+            state.stopped ? -1 : (state.descriptor >= 0 ? state.descriptor : nil)
+        }
+        if let existing { return existing >= 0 ? existing : nil }
+        let descriptor = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
+        guard descriptor >= 0 else { return nil }
+        let source = DispatchSource.makeReadSource(fileDescriptor: descriptor, queue: queue)
+        source.setEventHandler { [weak self] in self?.drain(descriptor) }
+        source.setCancelHandler { close(descriptor) }
+        let started = state.withLock { state -> Bool in
+            guard !state.stopped, state.descriptor < 0 else { return false }
+            state.descriptor = descriptor
+            state.source = source
+            return true
+        }
+        guard started else {
+            close(descriptor)
+            return state.withLock { $0.descriptor >= 0 ? $0.descriptor : nil }
+        }
+        source.resume()
+        return descriptor
+    }
+
+    /// Reads the pending events and schedules one call of the handler 100 ms later. Runs on the queue.
+    private func drain(_ descriptor: Int32) {
+        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+        while buffer.withUnsafeMutableBytes({ read(descriptor, $0.baseAddress, $0.count) }) > 0 {}
+        let schedule = state.withLock { state -> Bool in
+            guard !state.pending, !state.stopped else { return false }
+            state.pending = true
+            return true
+        }
+        guard schedule else { return }
+        queue.asyncAfter(deadline: .now() + .milliseconds(100)) {
+            let changed = self.state.withLock { state in
+                state.pending = false
+                return state.stopped ? nil : state.changed
+            }
+            changed?()
+        }
+    }
+}
