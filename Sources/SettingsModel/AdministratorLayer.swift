@@ -120,23 +120,33 @@ public struct AdministratorLayer: Sendable, Equatable {
     /// - Throws: the first ``Problem`` of the file: a line that is not valid, a key or directory that breaks
     ///   the key grammar, a value that is not GVariant text or is past the limits of a stored value.
     public static func parse(_ text: String, as kind: FileKind, file: String) throws(Problem) -> FileContent {
+        let (content, problems) = read(text, as: kind, file: file)
+        if let first = problems.first { throw first }
+        return content
+    }
+
+    /// Every problem of one file's text, in the order of its lines (what `settingsctl check-admin` lists).
+    public static func problems(in text: String, as kind: FileKind, file: String) -> [Problem] {
+        read(text, as: kind, file: file).problems
+    }
+
+    private static func read(_ text: String, as kind: FileKind, file: String) -> (FileContent, problems: [Problem]) {
         var content = FileContent()
+        var problems: [Problem] = []
         switch kind {
         case .defaults:
-            let entries: [(key: SettingPath, value: DBusValue, line: Int)]
-            do throws(Keyfile.Problem) {
-                entries = try Keyfile.parse(text, under: .root)
-            } catch {
-                throw Problem(file: file, line: error.line, message: error.message)
-            }
+            let (entries, keyfileProblems) = Keyfile.parseAll(text, under: .root)
+            problems = keyfileProblems.map { Problem(file: file, line: $0.line, message: $0.message) }
             for entry in entries {
                 do throws(SettingsError) {
                     try entry.value.validateForStorage(at: entry.key)
+                    content.defaults[entry.key] = Default(
+                        value: entry.value, source: Source(file: file, line: entry.line))
                 } catch {
-                    throw Problem(file: file, line: entry.line, message: error.message)
+                    problems.append(Problem(file: file, line: entry.line, message: error.message))
                 }
-                content.defaults[entry.key] = Default(value: entry.value, source: Source(file: file, line: entry.line))
             }
+            problems.sort { ($0.line ?? 0) < ($1.line ?? 0) }
         case .locks:
             for (index, rawLine) in LineText.lines(text).enumerated() {
                 let line = LineText.trimmed(rawLine)
@@ -147,10 +157,11 @@ public struct AdministratorLayer: Sendable, Equatable {
                         content.locks[location] = Source(file: file, line: index + 1)
                     }
                 } catch {
-                    throw Problem(file: file, line: index + 1, message: "'\(line)' is not a key or directory: \(error.message)")
+                    problems.append(
+                        Problem(file: file, line: index + 1, message: "'\(line)' is not a key or directory: \(error.message)"))
                 }
             }
         }
-        return content
+        return (content, problems)
     }
 }

@@ -38,35 +38,62 @@ public enum Keyfile {
     public static func parse(
         _ text: String, under directory: SettingDirectory
     ) throws(Problem) -> [(key: SettingPath, value: DBusValue, line: Int)] {
+        let (entries, problems) = read(text, under: directory, stoppingAtFirstProblem: true)
+        if let first = problems.first { throw first }
+        return entries
+    }
+
+    /// Reads a keyfile as ``parse(_:under:)`` does, but goes on after a problem: the lines of a group whose
+    /// `[group]` line is wrong are passed over.
+    ///
+    /// - Returns: the entries of the lines that are right, and every problem, in the order of the lines.
+    public static func parseAll(
+        _ text: String, under directory: SettingDirectory
+    ) -> (entries: [(key: SettingPath, value: DBusValue, line: Int)], problems: [Problem]) {
+        read(text, under: directory, stoppingAtFirstProblem: false)
+    }
+
+    private static func read(
+        _ text: String, under directory: SettingDirectory, stoppingAtFirstProblem: Bool
+    ) -> (entries: [(key: SettingPath, value: DBusValue, line: Int)], problems: [Problem]) {
         var group: SettingDirectory?
+        var groupIsBroken = false
         var order: [SettingPath] = []
         var values: [SettingPath: (value: DBusValue, line: Int)] = [:]
-        let lines = LineText.lines(text)
-        for (index, rawLine) in lines.enumerated() {
+        var problems: [Problem] = []
+        for (index, rawLine) in LineText.lines(text).enumerated() {
             let number = index + 1
+            if stoppingAtFirstProblem, !problems.isEmpty { break }
             let trimmed = LineText.trimmed(rawLine)
             if trimmed.isEmpty || trimmed.hasPrefix("#") || trimmed.hasPrefix(";") {
                 continue
             }
             if trimmed.hasPrefix("[") {
+                group = nil
+                groupIsBroken = true
                 guard trimmed.hasSuffix("]"), let close = trimmed.lastIndex(of: "]") else {
-                    throw Problem(line: number, message: "a group line is '[path]', not '\(trimmed)'")
+                    problems.append(Problem(line: number, message: "a group line is '[path]', not '\(trimmed)'"))
+                    continue
                 }
                 let name = trimmed[trimmed.index(after: trimmed.startIndex)..<close]
                 let relative = name.split(separator: "/").joined(separator: "/")
                 let text = relative.isEmpty ? directory.rawValue : directory.rawValue + relative + "/"
                 do {
                     group = try SettingDirectory(text)
+                    groupIsBroken = false
                 } catch {
-                    throw Problem(line: number, message: "group [\(name)]: \(error.message)")
+                    problems.append(Problem(line: number, message: "group [\(name)]: \(error.message)"))
                 }
                 continue
             }
+            if groupIsBroken { continue }
             guard let equals = trimmed.firstIndex(of: "=") else {
-                throw Problem(line: number, message: "expected 'name=value' or '[group]', found '\(trimmed)'")
+                problems.append(Problem(line: number, message: "expected 'name=value' or '[group]', found '\(trimmed)'"))
+                continue
             }
             guard let group else {
-                throw Problem(line: number, message: "'\(trimmed)' comes before the first [group] line")
+                problems.append(Problem(line: number, message: "'\(trimmed)' comes before the first [group] line"))
+                continue
             }
             let name = LineText.trimmed(trimmed[..<equals])
             let valueText = String(trimmed[trimmed.index(after: equals)...])
@@ -74,18 +101,20 @@ public enum Keyfile {
             do {
                 key = try group.key(named: name)
             } catch {
-                throw Problem(line: number, message: error.message)
+                problems.append(Problem(line: number, message: error.message))
+                continue
             }
             do throws(GVariantTextError) {
                 let value = try GVariantText.parse(valueText)
                 if values.updateValue((value, number), forKey: key) == nil { order.append(key) }
             } catch {
-                throw Problem(line: number, message: "the value of \(key) is not GVariant text: \(error)")
+                problems.append(Problem(line: number, message: "the value of \(key) is not GVariant text: \(error)"))
             }
         }
-        return order.map { key in
+        let entries = order.map { key in
             let entry = values[key]!
-            return (key, entry.value, entry.line)
+            return (key: key, value: entry.value, line: entry.line)
         }
+        return (entries, problems)
     }
 }

@@ -84,3 +84,21 @@ struct AdministratorLayerTests {
         #expect(!AdministratorLayer.reads("00-site~", as: .locks))
     }
 }
+
+extension AdministratorLayerTests {
+    @Test func everyProblemOfAFileIsListedWithItsLine() {
+        let text = """
+            [a]
+            good=1
+            bad=not gvariant
+            [broken
+            skipped=1
+            [c]
+            Bad Name=2
+            """
+        let problems = AdministratorLayer.problems(in: text, as: .defaults, file: "f.conf")
+        #expect(problems.map(\.line) == [3, 4, 7])
+        let locks = AdministratorLayer.problems(in: "/ok\nno\n/a//b\n", as: .locks, file: "l")
+        #expect(locks.map(\.line) == [2, 3])
+    }
+}
