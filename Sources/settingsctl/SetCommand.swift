@@ -15,8 +15,10 @@ struct SetCommand: AsyncParsableCommand {
             annotations: set /org/example/volume 0.5, set /org/example/tab-width 8, \
             set /org/example/recent "['a', 'b']". A key that is not registered takes the type the text has: \
             5 is an int32, 5.0 a double, 'x' a string; write int64 5, uint32 5 or @as [] for other types. \
-            Strings need their quotes: set /org/example/theme "'dark'". A negative number may be written \
-            as it is: set /org/example/offset -5.
+            A registered string key takes a bare word as gsettings does: set /org/example/theme dark (text \
+            that is not a string in GVariant text is taken as the string itself); any other string needs its \
+            quotes: set /org/example/note "'dark'". A negative number may be written as it is: \
+            set /org/example/offset -5.
             """,
         aliases: ["write"])
 
@@ -42,7 +44,34 @@ struct SetCommand: AsyncParsableCommand {
         let key = try Arguments.key(key)
         let text = value[0]
         try await bus.withStore { store in
-            _ = try await store.setFromString(key, text)
+            do {
+                _ = try await store.setFromString(key, text)
+            } catch let error as SettingsError where error.code == .invalidValue || error.code == .typeMismatch {
+                guard let literal = try await Self.bareWord(text, for: key, in: store, refused: error) else { throw error }
+                _ = try await store.setFromString(key, literal)
+            }
         }
+    }
+
+    /// The text as a quoted GVariant string when the key is registered as a string (`s`), as gsettings takes a
+    /// bare word; nil when it is not. For a key that is not registered, text that would be a string with quotes
+    /// fails with a hint saying so.
+    static func bareWord(
+        _ text: String, for key: SettingPath, in store: BusSettingsStore, refused: SettingsError
+    ) async throws(SettingsError) -> String? {
+        let schema: SettingSchema?
+        do throws(SettingsError) {
+            schema = try await store.describe(key).schema
+        } catch where error.code == .unknownKey {
+            schema = nil
+        }
+        if let schema {
+            return schema.type == .string ? GVariantText.format(.string(text)) : nil
+        }
+        let word = !text.isEmpty && text.allSatisfy { $0.isLetter || $0.isNumber || "-_.".contains($0) }
+        guard word else { return nil }
+        throw SettingsError(
+            refused.code,
+            "\(refused.message); \(key) is not registered, so a string needs its quotes: \"'\(text)'\"")
     }
 }

@@ -39,6 +39,42 @@ struct VerbTests {
         }
     }
 
+    /// A registered string key takes a bare word, as gsettings does; an unregistered key says how to quote one.
+    @Test func aRegisteredStringKeyTakesABareWord() async throws {
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus)
+            let schema = """
+                [/test/bare/]
+                theme.type=s
+                theme.default='light'
+                theme.choices=['light', 'dark', 'true']
+                count.type=i
+                count.default=1
+                """
+            #expect(try await Ctl.output(bus, ["register", "-"], input: schema) == "")
+            #expect(try await Ctl.output(bus, ["set", "/test/bare/theme", "dark"]) == "")
+            #expect(try await Ctl.output(bus, ["get", "/test/bare/theme"]) == "'dark'\n")
+            // A keyword of GVariant text is still a word to a string key; quoted text keeps working.
+            #expect(try await Ctl.output(bus, ["set", "/test/bare/theme", "true"]) == "")
+            #expect(try await Ctl.output(bus, ["get", "/test/bare/theme"]) == "'true'\n")
+            #expect(try await Ctl.output(bus, ["set", "/test/bare/theme", "'light'"]) == "")
+            #expect(try await Ctl.output(bus, ["get", "/test/bare/theme"]) == "'light'\n")
+            // The schema still decides: a word that is not a choice is refused as such.
+            let notAChoice = try await Ctl.run(bus, ["set", "/test/bare/theme", "sepia"])
+            #expect(notAChoice.status == 4)
+            #expect(notAChoice.stderr.contains("not one of the choices"), "\(notAChoice.stderr)")
+            // A number key does not take words.
+            let word = try await Ctl.run(bus, ["set", "/test/bare/count", "many"])
+            #expect(word.status == 4)
+            #expect(!word.stderr.contains("'many'\""), "\(word.stderr)")
+            // An unregistered key says how to write a string.
+            let unregistered = try await Ctl.run(bus, ["set", "/test/bare/other", "dark"])
+            #expect(unregistered.status == 4)
+            #expect(unregistered.stderr.contains(#"so a string needs its quotes: "'dark'""#), "\(unregistered.stderr)")
+            #expect(await broker.stop() == 0)
+        }
+    }
+
     @Test func resetRemovesAValueAndNeedsDashRForADirectory() async throws {
         try await withTestBus { bus in
             let broker = try await TestBroker.start(on: bus)
