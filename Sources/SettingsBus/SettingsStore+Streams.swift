@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
+public import DBus
 public import SettingsModel
 
 /// A change of one key, as ``SettingsStore/changes(for:)`` reports it.
@@ -142,6 +143,11 @@ public struct SettingValues<Value: SettingValue>: AsyncSequence, Sendable {
         @usableFromInline let path: SettingPath?
         @usableFromInline let defaultValue: Value?
         @usableFromInline var fixed: Value?
+        /// The effective value behind the value yielded last, with the default as it encodes (`.some(nil)`: a
+        /// default that encodes to no value); nil before the first.
+        @usableFromInline var last: DBusValue??
+        /// The default as it encodes, once it was needed.
+        @usableFromInline var encodedDefault: DBusValue??
 
         @usableFromInline
         init(updates: SettingsUpdates.Iterator?, path: SettingPath?, defaultValue: Value?, fixed: Value?) {
@@ -149,6 +155,8 @@ public struct SettingValues<Value: SettingValue>: AsyncSequence, Sendable {
             self.path = path
             self.defaultValue = defaultValue
             self.fixed = fixed
+            self.last = nil
+            self.encodedDefault = nil
         }
 
         @inlinable
@@ -160,12 +168,19 @@ public struct SettingValues<Value: SettingValue>: AsyncSequence, Sendable {
             guard let path, let defaultValue else { return nil }
             while let update = await updates?.next() {
                 // One lookup for the common case, a new value of the key.
-                if let stored = update.values[path] {
-                    return SettingKey.decode(stored, default: defaultValue).value
+                let stored = update.values[path]
+                guard stored != nil || update.kind == .snapshot || update.removed.contains(path) else { continue }
+                // A write of the value the key has (or a read again that finds it) is not a new value.
+                let effective: DBusValue?
+                if let stored {
+                    effective = stored
+                } else {
+                    if encodedDefault == nil { encodedDefault = .some(try? Value.settingRepresentation.encode(defaultValue)) }
+                    effective = encodedDefault ?? nil
                 }
-                if update.kind == .snapshot || update.removed.contains(path) {
-                    return SettingKey.decode(nil, default: defaultValue).value
-                }
+                if let last, last == effective { continue }
+                last = .some(effective)
+                return SettingKey.decode(stored, default: defaultValue).value
             }
             return nil
         }

@@ -160,6 +160,21 @@ extension SettingsStoreConformance {
             try await store.reset(key)
             try expectEqual(try await values.next(), "light", "after reset")
         },
+        Check(name: "valuesDoesNotRepeatAValueItJustYielded") { store, dir in
+            let key = SettingKey(try dir.key(named: "mode"), default: "light")
+            try await store.set(key, to: "dark")
+            let values = Collector(store.values(for: key))
+            defer { values.stop() }
+            try expectEqual(try await values.next(), "dark", "the first value")
+            // Writes of the value it has, then a reset to the default it has not: only the reset is yielded.
+            try await store.set(key, to: "dark")
+            try await store.set(key, to: "dark")
+            try await store.reset(key)
+            try expectEqual(try await values.next(), "light", "after writes of the same value and a reset")
+            try await store.set(key, to: "light")
+            try await store.set(key, to: "blue")
+            try expectEqual(try await values.next(), "blue", "after a write of the default and a change")
+        },
         Check(name: "changesReportSetAndResetWithTheirOrigin") { store, dir in
             let key = SettingKey(try dir.key(named: "flag"), default: false)
             let changes = Collector(store.changes(for: key))
