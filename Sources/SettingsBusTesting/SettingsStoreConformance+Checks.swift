@@ -175,6 +175,25 @@ extension SettingsStoreConformance {
             try await store.set(key, to: "blue")
             try expectEqual(try await values.next(), "blue", "after a write of the default and a change")
         },
+        Check(name: "valuesOfSeveralKeysComeAsTuples") { store, dir in
+            let theme = SettingKey(try dir.key(named: "theme"), default: "light")
+            let size = SettingKey(try dir.key(named: "size"), default: 11)
+            let bold = SettingKey(try dir.key(named: "bold"), default: false)
+            try await store.set(size, to: 14)
+            let tuples = Collector(store.values(for: theme, size, bold))
+            defer { tuples.stop() }
+            func expectTuple(_ tuple: (String, Int, Bool), _ expected: (String, Int, Bool), _ what: String) throws {
+                try expect(tuple == expected, "\(what): expected \(expected), got \(tuple)")
+            }
+            try expectTuple(try await tuples.next(), ("light", 14, false), "the first tuple")
+            try await store.set(theme, to: "dark")
+            try expectTuple(try await tuples.next(), ("dark", 14, false), "after the theme changed")
+            try await store.set(size, to: 14)
+            try await store.set(bold, to: true)
+            try expectTuple(try await tuples.next(), ("dark", 14, true), "after a write of the same size, then bold")
+            try await store.reset(size)
+            try expectTuple(try await tuples.next(), ("dark", 11, true), "after the size was reset")
+        },
         Check(name: "changesReportSetAndResetWithTheirOrigin") { store, dir in
             let key = SettingKey(try dir.key(named: "flag"), default: false)
             let changes = Collector(store.changes(for: key))
