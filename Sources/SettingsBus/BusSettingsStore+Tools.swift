@@ -54,13 +54,4 @@ extension BusSettingsStore {
             throw BrokerLink.settingsError(error, bus: link.bus)
         }
     }
-
-    /// Calls any method of the broker's interface by name, for tools that need one the typed API does not cover.
-    ///
-    /// - Throws: ``SettingsError`` mapped from the reply.
-    package func callBroker(_ member: MemberName, _ arguments: [DBusValue]) async throws(SettingsError) -> [DBusValue] {
-        try await callOnBus(
-            destination: link.busName, path: SettingsBusNames.objectPath, interface: SettingsBusNames.interface,
-            member: member, arguments: arguments)
-    }
 }
