@@ -198,12 +198,13 @@ public enum SettingsInterface {
             methods: methods,
             signals: [DBusSignal(name: Settings1.ChangedSignal.member, arguments: Settings1.ChangedSignal.arguments)],
             properties: [
-                DBusProperty(name: Settings1.Property.serial.name, type: .uint64, changeSignal: .none) {
-                    .uint64(store.serial)
-                },
-                DBusProperty(name: Settings1.Property.version.name, type: .uint32, changeSignal: .constant) {
-                    .uint32(version)
-                },
+                DBusProperty(
+                    name: Settings1.Property.serial.name, type: Settings1.Property.serial.type, changeSignal: .none
+                ) { .uint64(store.serial) },
+                DBusProperty(
+                    name: Settings1.Property.version.name, type: Settings1.Property.version.type,
+                    changeSignal: .constant
+                ) { .uint32(version) },
             ])
     }
 
