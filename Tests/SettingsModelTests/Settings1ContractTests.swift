@@ -17,6 +17,8 @@ struct Settings1ContractTests {
         let readsBack: @Sendable () throws -> Bool
         /// Reads a body as this sample's type.
         let read: @Sendable ([DBusValue]) throws(SettingsError) -> Void
+        /// Reads a body as this sample's type, and returns whether what it read reads back from its own body.
+        let readsBackWhatItRead: @Sendable ([DBusValue]) throws(SettingsError) -> Bool
         let description: String
 
         init<T: Settings1.MessageBody>(_ value: T, _ label: String = "") {
@@ -24,6 +26,10 @@ struct Settings1ContractTests {
             body = value.body
             readsBack = { [body] in try T(body) == value }
             read = { body throws(SettingsError) in _ = try T(body) }
+            readsBackWhatItRead = { body throws(SettingsError) in
+                let value = try T(body)
+                return (try? T(value.body)) == value
+            }
             description = "\(T.self)\(label.isEmpty ? "" : " (\(label))")"
         }
     }
@@ -160,6 +166,62 @@ struct Settings1ContractTests {
             #expect(error?.code == (isKey ? .invalidKey : .invalidValue), "\(sample) \(argument.name)")
             #expect(error?.message.contains("argument '\(argument.name)'") == true, "\(error?.message ?? "")")
         }
+    }
+
+    /// Random bodies, mostly of the stated types and with names the contract knows: reading one never traps
+    /// (the broker reads what any peer sends), and what is read reads back from its own body.
+    @Test func randomBodiesAreReadOrRefusedAndWhatIsReadReadsBack() throws {
+        let names = [
+            "/a", "/a/b", "/", "/a/", "/a/b/", "", "a", "/a//b", "/a b", "if-serial", "summary", "description", "min",
+            "max", "range", "choices", "secret", "replace", "writable", "registered", "signature", "default", "value",
+            "value-ignored", "serial", "health",
+        ]
+        var generator = DBusValueGenerator(seed: 0x5e771_9651)
+        var read = 0
+        for sample in Self.samples {
+            for _ in 0..<300 {
+                func pick<T>(_ choices: [T]) -> T {
+                    choices[Int.random(in: 0..<choices.count, using: &generator.random)]
+                }
+                func count() -> Int { Int.random(in: 0...3, using: &generator.random) }
+                func text() -> String {
+                    if Bool.random(using: &generator.random) { return pick(names) }
+                    if case .string(let text) = generator.value(of: .string) { return text }
+                    return ""
+                }
+                func value(of type: DBusType) -> DBusValue {
+                    switch type {
+                    case .string: return .string(text())
+                    case .array(.string):
+                        return .array(.string, (0..<count()).map { _ in .string(text()) })
+                    case .dictionary(.string, .variant):
+                        let types: [DBusType] = [
+                            .uint64, .boolean, .string, .int32, .structure([.int32, .int32]), .array(.int32),
+                        ]
+                        return Settings1.ValueMap(
+                            (0..<count()).map { _ in
+                                let known = Bool.random(using: &generator.random)
+                                return (text(), known ? generator.value(of: pick(types)) : generator.value())
+                            }
+                        ).dbusValue
+                    default: return generator.value(of: type)
+                    }
+                }
+                var body = sample.type.arguments.map { value(of: $0.type) }
+                if Int.random(in: 0..<8, using: &generator.random) == 0 {
+                    body = (0..<Int.random(in: 0...5, using: &generator.random)).map { _ in generator.value() }
+                } else if !body.isEmpty, Int.random(in: 0..<8, using: &generator.random) == 0 {
+                    body[Int.random(in: 0..<body.count, using: &generator.random)] = generator.value()
+                }
+                do {
+                    #expect(try sample.readsBackWhatItRead(body), "\(sample): \(body)")
+                    read += 1
+                } catch {
+                    #expect(!error.message.isEmpty)
+                }
+            }
+        }
+        #expect(read > 1000, "most random bodies were refused: the test reads too little")
     }
 
     @Test func aMapWithAnotherValueTypeIsRefused() {
