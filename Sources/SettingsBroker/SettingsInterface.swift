@@ -9,12 +9,14 @@ import SettingsModel
 /// `io.github.settingsbus.Settings1.Error.*` names of ``SettingsError``. The interface XML in `dbus/` is what
 /// ``interface(store:)`` introspects as.
 public enum SettingsInterface {
-    /// The interface version reported by the `Version` property.
-    public static let version: UInt32 = 1
-
-    private static let stringMap = DBusType.dictionary(key: .string, value: .variant)
+    /// The interface version reported by the `Version` property, ``SettingsModel/Settings1/version``.
+    public static let version: UInt32 = Settings1.version
 
     /// Builds the interface over a store.
+    ///
+    /// Each method is made from its request type in ``SettingsModel/Settings1``: its name, its inputs and
+    /// outputs, and the reading of its arguments, which answers a call that does not fit with the error the
+    /// request type names.
     ///
     /// - Parameters:
     ///   - secretReaders: the users given the values of secret keys (``SecretReaders``); any other caller gets
@@ -26,14 +28,14 @@ public enum SettingsInterface {
         activity: @escaping @Sendable () -> Void = {},
         moreStatus: @escaping @Sendable () -> [String: DBusValue] = { [:] }
     ) -> DBusInterface {
-        func method(
-            _ name: MemberName, _ inputs: [DBusArgument], _ outputs: [DBusArgument],
-            _ body: @escaping @Sendable (DBusMethodCall) async throws(SettingsError) -> [DBusValue]
+        func method<Request: Settings1.Request>(
+            _: Request.Type,
+            _ body: @escaping @Sendable (DBusMethodCall, Request) async throws(SettingsError) -> Request.Reply
         ) -> DBusMethod {
-            DBusMethod(name: name, inputs: inputs, outputs: outputs) { call in
+            DBusMethod(name: Request.method, inputs: Request.inputs, outputs: Request.outputs) { call in
                 activity()
                 do throws(SettingsError) {
-                    return try await body(call)
+                    return try await body(call, try Request(call.arguments)).body
                 } catch {
                     throw error.dbusError
                 }
@@ -42,16 +44,15 @@ public enum SettingsInterface {
         /// A method answered from the store's committed state on the connection's thread (no task, no wait).
         /// Its body may also throw `SenderUnixUserNeeded` (``secretWithheld(_:_:)``): the connection then runs it
         /// again once it knows the caller's user.
-        func immediate(
-            _ name: MemberName, _ inputs: [DBusArgument], _ outputs: [DBusArgument],
-            _ body: @escaping @Sendable (DBusMethodCall) throws -> [DBusValue]
+        func immediate<Request: Settings1.Request>(
+            _: Request.Type, _ body: @escaping @Sendable (DBusMethodCall, Request) throws -> Request.Reply
         ) -> DBusMethod {
             DBusMethod(
-                name: name, inputs: inputs, outputs: outputs,
+                name: Request.method, inputs: Request.inputs, outputs: Request.outputs,
                 immediate: { call in
                     activity()
                     do {
-                        return try body(call)
+                        return try body(call, try Request(call.arguments)).body
                     } catch let error as SettingsError {
                         throw error.dbusError
                     }
@@ -76,26 +77,29 @@ public enum SettingsInterface {
         /// A write validated and staged on the connection's thread, and answered where its commit runs: on that
         /// thread once the calls read so far are dispatched (a small commit), else on the store's commit queue.
         /// It is prepared on the hand-off queue instead when `slow` says so, or when a write handed off before
-        /// it still waits (see ``WriteHandOff``).
-        func write(
-            _ name: MemberName, _ inputs: [DBusArgument],
-            slow: @escaping @Sendable (DBusMethodCall) -> Bool = { _ in false },
-            _ changeset: @escaping @Sendable (DBusMethodCall) throws(SettingsError) -> Changeset
-        ) -> DBusMethod {
+        /// it still waits (see ``WriteHandOff``). Its arguments are read on the connection's thread; a call
+        /// that does not fit is answered where its changeset would have been made, so in order.
+        func write<Request: Settings1.Request>(
+            _: Request.Type,
+            slow: @escaping @Sendable (Request) -> Bool = { _ in false },
+            _ changeset: @escaping @Sendable (DBusMethodCall, Request) throws(SettingsError) -> Changeset
+        ) -> DBusMethod where Request.Reply == Settings1.SerialReply {
             DBusMethod(
-                name: name, inputs: inputs, outputs: [.init("serial", .uint64)],
+                name: Request.method, inputs: Request.inputs, outputs: Request.outputs,
                 deferred: { call, reply in
                     activity()
+                    let request = Result { () throws(SettingsError) in try Request(call.arguments) }
                     @Sendable func stage(runner: DurableStore.CommitRunner?) {
                         do throws(SettingsError) {
-                            store.submit(try changeset(call), runner: runner) { result in
-                                reply.send(result.map { [.uint64($0)] }.mapError { $0.dbusError })
+                            store.submit(try changeset(call, try request.get()), runner: runner) { result in
+                                reply.send(
+                                    result.map { Settings1.SerialReply(serial: $0).body }.mapError { $0.dbusError })
                             }
                         } catch {
                             reply.send(.failure(error.dbusError))
                         }
                     }
-                    if handOff.isBusy || slow(call) {
+                    if handOff.isBusy || (try? request.get()).map(slow) == true {
                         handOff.run { stage(runner: nil) }
                     } else {
                         stage(runner: reply.afterDispatch)
@@ -103,58 +107,52 @@ public enum SettingsInterface {
                 })
         }
         let methods: [DBusMethod] = [
-            immediate("Get", [.init("key", .string)], [.init("value", .variant)]) { call in
-                let key = try key(call.arguments[0])
-                guard let value = try store.get(key, includingSecret: readsSecrets(call)) else {
-                    throw secretWithheld(call, [key])
+            immediate(Settings1.GetRequest.self) { call, request in
+                guard let value = try store.get(request.key, includingSecret: readsSecrets(call)) else {
+                    throw secretWithheld(call, [request.key])
                 }
-                return [.variant(value)]
+                return Settings1.ValueReply(value: value)
             },
-            immediate(
-                "GetMany", [.init("keys", .array(.string))], [.init("values", stringMap), .init("serial", .uint64)]
-            ) { call in
-                let keys = try strings(call.arguments[0]).map { text throws(SettingsError) in try SettingPath(text) }
-                let (values, serial, withheld) = store.getMany(keys, includingSecrets: readsSecrets(call))
+            immediate(Settings1.GetManyRequest.self) { call, request in
+                let (values, serial, withheld) = store.getMany(request.keys, includingSecrets: readsSecrets(call))
                 if !withheld.isEmpty { throw secretWithheld(call, withheld) }
-                return try fitting([valueMap(values), .uint64(serial)], "the values of \(keys.count) keys")
+                return try fitting(
+                    Settings1.ValuesReply(values: Settings1.ValueMap(values), serial: serial),
+                    "the values of \(request.keys.count) keys")
             },
             // A task, like the other methods but Get and GetMany; the values of secret keys are left out for a
             // caller that may not read them (asked for its user only when the directory holds one).
             DBusMethod(
-                name: "ReadTree", inputs: [.init("dir", .string)],
-                outputs: [.init("values", stringMap), .init("serial", .uint64)]
+                name: Settings1.ReadTreeRequest.method, inputs: Settings1.ReadTreeRequest.inputs,
+                outputs: Settings1.ReadTreeRequest.outputs
             ) { call in
                 activity()
                 do {
-                    let dir = try directory(call.arguments[0])
+                    let dir = try Settings1.ReadTreeRequest(call.arguments).directory
                     let (values, serial, withheld) = store.readTree(dir, includingSecrets: readsSecrets(call))
                     if withheld, call.senderUnixUser == nil { throw DBusMethodCall.SenderUnixUserNeeded() }
-                    return try fitting([valueMap(values), .uint64(serial)], "the values under \(dir)")
+                    return try fitting(
+                        Settings1.ValuesReply(values: Settings1.ValueMap(values), serial: serial),
+                        "the values under \(dir)"
+                    ).body
                 } catch let error as SettingsError {
                     throw error.dbusError
                 }
             },
-            method("List", [.init("dir", .string)], [.init("children", .array(.string))]) { call throws(SettingsError) in
-                let dir = try directory(call.arguments[0])
-                return try fitting([.array(.string, store.list(dir).map(DBusValue.string))], "the children of \(dir)")
+            method(Settings1.ListRequest.self) { _, request throws(SettingsError) in
+                try fitting(
+                    Settings1.ListReply(children: store.list(request.directory)),
+                    "the children of \(request.directory)")
             },
-            write("Set", [.init("key", .string), .init("value", .variant)]) { call throws(SettingsError) in
-                guard case .variant(let value) = call.arguments[1] else {
-                    throw .invalidValue("Set takes a variant as its second argument")
-                }
-                return Changeset(sets: [(try key(call.arguments[0]), value)], origin: origin(call))
+            write(Settings1.SetRequest.self) { call, request throws(SettingsError) in
+                Changeset(sets: [(request.key, request.value)], origin: origin(call))
             },
             // A long text is parsed off the connection's thread (see ``inlineParseLimit``); one too long to be a
             // value is refused by its size before it is parsed.
-            write("SetFromString", [.init("key", .string), .init("text", .string)], slow: { call in
-                guard case .string(let text)? = call.arguments.dropFirst().first else { return false }
-                return text.utf8.count > inlineParseLimit
-            }) { call throws(SettingsError) in
-                let key = try key(call.arguments[0])
-                guard case .string(let text) = call.arguments[1] else {
-                    throw .invalidValue("SetFromString takes a string as its second argument")
-                }
-                let size = text.utf8.count
+            write(Settings1.SetFromStringRequest.self, slow: { $0.text.utf8.count > inlineParseLimit }) {
+                call, request throws(SettingsError) in
+                let key = request.key
+                let size = request.text.utf8.count
                 guard size <= maximumTextSize else {
                     throw .tooLarge(
                         "the text for \(key) is \(size) bytes; SetFromString parses text of at most \(maximumTextSize) "
@@ -162,79 +160,51 @@ public enum SettingsInterface {
                 }
                 let value: DBusValue
                 do throws(GVariantTextError) {
-                    value = try GVariantText.parse(text, as: store.registeredSchema(key)?.type)
+                    value = try GVariantText.parse(request.text, as: store.registeredSchema(key)?.type)
                 } catch {
                     throw error.settingsError(for: key)
                 }
                 return Changeset(sets: [(key, value)], origin: origin(call))
             },
-            method(
-                "Apply", [.init("set", stringMap), .init("reset", .array(.string)), .init("options", stringMap)],
-                [.init("serial", .uint64)]
-            ) { call throws(SettingsError) in
+            method(Settings1.ApplyRequest.self) { call, request throws(SettingsError) in
                 var changeset = Changeset(origin: origin(call))
-                for (name, value) in try variantMap(call.arguments[0]) {
-                    changeset.sets.append((try SettingPath(name), value))
-                }
-                changeset.resets = try strings(call.arguments[1]).map { text throws(SettingsError) in
-                    try SettingLocation(text)
-                }
-                for (name, value) in try variantMap(call.arguments[2]) {
-                    switch (name, value) {
-                    case ("if-serial", .uint64(let serial)): changeset.ifSerial = serial
-                    case ("if-serial", _):
-                        throw .invalidValue("option if-serial takes a uint64 (t), not '\(value.type)'")
-                    default:
-                        throw .invalidValue("unknown option '\(name)'; Apply knows: if-serial")
-                    }
-                }
-                return [.uint64(try await store.apply(changeset))]
+                changeset.sets = request.sets
+                changeset.resets = request.resets
+                changeset.ifSerial = request.options.ifSerial
+                return Settings1.SerialReply(serial: try await store.apply(changeset))
             },
             // A directory's reset collects every key below it: not on the connection's thread.
-            write("Reset", [.init("keyOrDir", .string)], slow: { call in
-                if case .string(let text) = call.arguments.first { return text.hasSuffix("/") }
-                return false
-            }) { call throws(SettingsError) in
-                guard case .string(let text) = call.arguments[0] else {
-                    throw .invalidKey("Reset takes a key or directory string")
-                }
-                return Changeset(resets: [try SettingLocation(text)], origin: origin(call))
+            write(Settings1.ResetRequest.self, slow: { if case .directory = $0.location { true } else { false } }) {
+                call, request throws(SettingsError) in
+                Changeset(resets: [request.location], origin: origin(call))
             },
-            method(
-                "Register",
-                [.init("key", .string), .init("signature", .string), .init("default", .variant), .init("options", stringMap)],
-                []
-            ) { call throws(SettingsError) in
-                let key = try key(call.arguments[0])
-                let (schema, replacing) = try SchemaCoding.registration(
-                    signature: call.arguments[1], defaultValue: call.arguments[2], options: try variantMap(call.arguments[3]),
-                    for: key)
-                var changeset = Changeset(registrations: [(key, schema)], origin: origin(call))
-                changeset.replacing = replacing
+            method(Settings1.RegisterRequest.self) { call, request throws(SettingsError) in
+                let schema = request.schema
+                try schema.validate(for: request.key)
+                var changeset = Changeset(registrations: [(request.key, schema)], origin: origin(call))
+                changeset.replacing = request.options.replace
                 _ = try await store.apply(changeset)
-                return []
+                return Settings1.EmptyReply()
             },
-            method("Describe", [.init("key", .string)], [.init("description", stringMap)]) { call throws(SettingsError) in
-                [SchemaCoding.describe(try store.describe(try key(call.arguments[0])))]
+            method(Settings1.DescribeRequest.self) { _, request throws(SettingsError) in
+                SchemaCoding.describe(try store.describe(request.key))
             },
-            method("Status", [], [.init("status", stringMap)]) { _ throws(SettingsError) in
-                [valueMap(store.status().merging(moreStatus()) { own, _ in own })]
+            method(Settings1.StatusRequest.self) { _, _ throws(SettingsError) in
+                Settings1.StatusReply(fields: store.status().merging(moreStatus()) { own, _ in own })
             },
         ]
         return DBusInterface(
             name: SettingsBusNames.interface,
             methods: methods,
-            signals: [
-                DBusSignal(
-                    name: "Changed",
-                    arguments: [
-                        .init("path", .string), .init("values", stringMap), .init("removed", .array(.string)),
-                        .init("serial", .uint64), .init("origin", .string),
-                    ])
-            ],
+            signals: [DBusSignal(name: Settings1.ChangedSignal.member, arguments: Settings1.ChangedSignal.arguments)],
             properties: [
-                DBusProperty(name: "Serial", type: .uint64, changeSignal: .none) { .uint64(store.serial) },
-                DBusProperty(name: "Version", type: .uint32, changeSignal: .constant) { .uint32(version) },
+                DBusProperty(
+                    name: Settings1.Property.serial.name, type: Settings1.Property.serial.type, changeSignal: .none
+                ) { .uint64(store.serial) },
+                DBusProperty(
+                    name: Settings1.Property.version.name, type: Settings1.Property.version.type,
+                    changeSignal: .constant
+                ) { .uint32(version) },
             ])
     }
 
@@ -245,17 +215,15 @@ public enum SettingsInterface {
     /// whose values and removed keys would take more than ``SettingsModel/SettingsBusNames/maximumSignalSize``
     /// is announced the same way for every key it changed: `values` and `removed` empty, `path` covering them.
     public static func changedSignal(_ change: CommittedChange) -> DBusMessage {
-        var values = DBusValue.dictionary(
-            key: .string, value: .variant,
-            change.values.map { DBusDictEntry(key: .string($0.key), value: .variant($0.value)) })
-        var removed = DBusValue.array(.string, change.removed.map(DBusValue.string))
-        if values.approximateSize + removed.approximateSize > SettingsBusNames.maximumSignalSize {
-            values = .dictionary(key: .string, value: .variant, [])
-            removed = .array(.string, [])
+        var signal = Settings1.ChangedSignal(
+            path: change.path, values: Settings1.ValueMap(change.values.lazy.map { ($0.key, $0.value) }),
+            removed: change.removed, serial: change.serial, origin: change.origin)
+        let body = signal.body
+        if body[1].approximateSize + body[2].approximateSize > SettingsBusNames.maximumSignalSize {
+            signal.values = Settings1.ValueMap()
+            signal.removed = []
         }
-        return .signal(
-            path: SettingsBusNames.objectPath, interface: SettingsBusNames.interface, member: "Changed",
-            body: [.string(change.path.rawValue), values, removed, .uint64(change.serial), .string(change.origin)])
+        return signal.message
     }
 
     // MARK: - SetFromString
@@ -269,51 +237,17 @@ public enum SettingsInterface {
     /// parsed, and writes still take effect in the order they arrived.
     static let inlineParseLimit = 16 * 1024
 
-    // MARK: - Argument helpers
-
-    static func key(_ value: DBusValue) throws(SettingsError) -> SettingPath {
-        guard case .string(let text) = value else { throw .invalidKey("a key is a string") }
-        return try SettingPath(text)
-    }
-
-    static func directory(_ value: DBusValue) throws(SettingsError) -> SettingDirectory {
-        guard case .string(let text) = value else { throw .invalidKey("a directory is a string") }
-        return try SettingDirectory(text)
-    }
-
-    static func strings(_ value: DBusValue) throws(SettingsError) -> [String] {
-        guard case .array(.string, let elements) = value else { throw .invalidValue("a list of strings was expected") }
-        return elements.compactMap { element in
-            if case .string(let text) = element { return text }
-            return nil
-        }
-    }
-
-    static func variantMap(_ value: DBusValue) throws(SettingsError) -> [(String, DBusValue)] {
-        guard case .dictionary(.string, .variant, let entries) = value else {
-            throw .invalidValue("a dictionary a{sv} was expected")
-        }
-        return entries.compactMap { entry in
-            guard case .string(let name) = entry.key, case .variant(let inner) = entry.value else { return nil }
-            return (name, inner)
-        }
-    }
+    // MARK: - Replies
 
     /// Returns a reply that fits in one message on any bus, or throws `TooLarge` for one that does not.
-    static func fitting(_ reply: [DBusValue], _ what: String) throws(SettingsError) -> [DBusValue] {
-        let size = reply.reduce(0) { $0 + $1.approximateSize }
+    static func fitting<Reply: Settings1.MessageBody>(_ reply: Reply, _ what: String) throws(SettingsError) -> Reply {
+        let size = reply.body.reduce(0) { $0 + $1.approximateSize }
         guard size <= SettingsBusNames.maximumReplySize else {
             throw .tooLarge(
                 "\(what) take about \(size) bytes, more than the \(SettingsBusNames.maximumReplySize) bytes (32 MiB) "
                     + "the broker sends in one reply; read a smaller directory or fewer keys at a time")
         }
         return reply
-    }
-
-    static func valueMap(_ values: [String: DBusValue]) -> DBusValue {
-        .dictionary(
-            key: .string, value: .variant,
-            values.sorted { $0.key < $1.key }.map { DBusDictEntry(key: .string($0.key), value: .variant($0.value)) })
     }
 
     static func origin(_ call: DBusMethodCall) -> String {

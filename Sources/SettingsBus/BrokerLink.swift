@@ -95,18 +95,21 @@ final class BrokerLink: Sendable {
         }
     }
 
-    /// Calls a method of the broker's `Settings1` interface.
+    /// Calls a method of the broker's `Settings1` interface and reads its reply.
     ///
-    /// - Throws: ``SettingsError`` mapped from the reply or the failure.
-    func call(_ member: MemberName, _ arguments: [DBusValue]) async throws(SettingsError) -> [DBusValue] {
+    /// - Throws: ``SettingsError`` mapped from the reply or the failure; `InvalidValue` for a reply that is not
+    ///   what the method answers.
+    func call<Request: Settings1.Request>(_ request: Request) async throws(SettingsError) -> Request.Reply {
         let connection = try await connection()
+        let reply: [DBusValue]
         do {
-            return try await connection.call(
+            reply = try await connection.call(
                 destination: busName, path: SettingsBusNames.objectPath, interface: SettingsBusNames.interface,
-                member: member, arguments: arguments, timeout: timeout)
+                member: Request.method, arguments: request.body, timeout: timeout)
         } catch {
             throw Self.settingsError(error, bus: bus)
         }
+        return try Request.reply(reply)
     }
 
     /// Closes the connection; later calls fail with `Disconnected`.

@@ -6,6 +6,20 @@ public import SettingsModel
 // MARK: - Calls for tools (package access: settingsctl, not apps)
 
 extension BusSettingsStore {
+    /// Calls a method of the broker's interface with its typed request (``SettingsModel/Settings1``), for tools
+    /// that need one the typed API does not cover: `settingsctl get` calls `Get`, which fails with
+    /// `UnknownKey` for a key without a value, where ``get(_:)`` returns the key's default.
+    ///
+    /// ```swift
+    /// let value = try await settings.call(Settings1.GetRequest(key: key)).value
+    /// ```
+    ///
+    /// - Returns: the method's reply.
+    /// - Throws: ``SettingsError`` mapped from the reply, as for every other call.
+    package func call<Request: Settings1.Request>(_ request: Request) async throws(SettingsError) -> Request.Reply {
+        try await link.call(request)
+    }
+
     /// Calls a method of any object on the store's bus, through the store's connection: the bus daemon
     /// (`org.freedesktop.DBus`, for `GetNameOwner` or `GetConnectionUnixProcessID`) or another interface of the
     /// broker's object (`org.freedesktop.DBus.Properties`, `org.freedesktop.DBus.Introspectable`).

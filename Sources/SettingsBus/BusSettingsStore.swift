@@ -70,51 +70,34 @@ public final class BusSettingsStore: SettingsStore {
     // MARK: - SettingsStore
 
     public func read(_ keys: [SettingPath]) async throws(SettingsError) -> SettingsSnapshot {
-        try Self.snapshot(try await link.call("GetMany", [.array(.string, keys.map { .string($0.rawValue) })]))
+        SettingsSnapshot(try await link.call(Settings1.GetManyRequest(keys: keys)))
     }
 
     public func readTree(_ directory: SettingDirectory) async throws(SettingsError) -> SettingsSnapshot {
-        try Self.snapshot(try await link.call("ReadTree", [.string(directory.rawValue)]))
+        SettingsSnapshot(try await link.call(Settings1.ReadTreeRequest(directory: directory)))
     }
 
     public func list(_ directory: SettingDirectory) async throws(SettingsError) -> [String] {
-        let reply = try await link.call("List", [.string(directory.rawValue)])
-        guard reply.count == 1, case .array(.string, let names) = reply[0] else {
-            throw .invalidValue("List returned an unexpected reply: \(reply)")
-        }
-        return names.compactMap { if case .string(let name) = $0 { name } else { nil } }
+        try await link.call(Settings1.ListRequest(directory: directory)).children
     }
 
     @discardableResult
     public func commit(_ transaction: SettingsTransaction) async throws(SettingsError) -> UInt64 {
-        let reply: [DBusValue]
+        let reply: Settings1.SerialReply
         if transaction.ifSerial == nil, transaction.resets.isEmpty, transaction.sets.count == 1,
             let (key, value) = transaction.sets.first
         {
-            reply = try await link.call("Set", [.string(key.rawValue), .variant(value)])
+            reply = try await link.call(Settings1.SetRequest(key: key, value: value))
         } else if transaction.ifSerial == nil, transaction.sets.isEmpty, transaction.resets.count == 1 {
-            reply = try await link.call("Reset", [.string(transaction.resets[0].rawValue)])
+            reply = try await link.call(Settings1.ResetRequest(location: transaction.resets[0]))
         } else {
-            var options: [DBusDictEntry] = []
-            if let serial = transaction.ifSerial {
-                options.append(DBusDictEntry(key: .string("if-serial"), value: .variant(.uint64(serial))))
-            }
-            let sets = transaction.sets.sorted { $0.key < $1.key }.map {
-                DBusDictEntry(key: .string($0.key.rawValue), value: .variant($0.value))
-            }
             reply = try await link.call(
-                "Apply",
-                [
-                    .dictionary(key: .string, value: .variant, sets),
-                    .array(.string, transaction.resets.map { .string($0.rawValue) }),
-                    .dictionary(key: .string, value: .variant, options),
-                ])
+                Settings1.ApplyRequest(
+                    sets: transaction.sets.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
+                    resets: transaction.resets, options: Settings1.ApplyOptions(ifSerial: transaction.ifSerial)))
         }
-        guard reply.count == 1, case .uint64(let serial) = reply[0] else {
-            throw .invalidValue("the broker returned an unexpected reply: \(reply)")
-        }
-        hub.noteWrite(transaction, serial: serial)
-        return serial
+        hub.noteWrite(transaction, serial: reply.serial)
+        return reply.serial
     }
 
     /// Sets a key from GVariant text, which the broker parses against the key's registered type (so `0.5`
@@ -124,10 +107,7 @@ public final class BusSettingsStore: SettingsStore {
     /// - Throws: `InvalidValue` for text that does not parse, and what ``commit(_:)`` throws.
     @discardableResult
     public func setFromString(_ key: SettingPath, _ text: String) async throws(SettingsError) -> UInt64 {
-        let reply = try await link.call("SetFromString", [.string(key.rawValue), .string(text)])
-        guard reply.count == 1, case .uint64(let serial) = reply[0] else {
-            throw .invalidValue("the broker returned an unexpected reply: \(reply)")
-        }
+        let serial = try await link.call(Settings1.SetFromStringRequest(key: key, text: text)).serial
         // The value is known only to the broker: the local copy serves the key again once it has caught up.
         var written = SettingsTransaction()
         written.reset(.key(key))
@@ -135,40 +115,14 @@ public final class BusSettingsStore: SettingsStore {
         return serial
     }
 
-    /// Calls any method of the broker's interface, for tools that need one the typed API does not cover.
-    ///
-    /// - Throws: ``SettingsError`` mapped from the reply.
-    package func callBroker(_ member: MemberName, _ arguments: [DBusValue]) async throws(SettingsError) -> [DBusValue] {
-        try await link.call(member, arguments)
-    }
-
     public func register(_ schemas: [SettingPath: SettingSchema], replacing: Bool) async throws(SettingsError) {
         for (key, schema) in schemas.sorted(by: { $0.key < $1.key }) {
-            var options: [(String, DBusValue)] = []
-            if let summary = schema.summary { options.append(("summary", .string(summary))) }
-            if let description = schema.description { options.append(("description", .string(description))) }
-            if let range = schema.range {
-                options.append(("min", range.min))
-                options.append(("max", range.max))
-            }
-            if let choices = schema.choices { options.append(("choices", .array(schema.type, choices))) }
-            if schema.isSecret { options.append(("secret", .boolean(true))) }
-            if replacing { options.append(("replace", .boolean(true))) }
-            _ = try await link.call(
-                "Register",
-                [
-                    .string(key.rawValue), .string(schema.type.signatureText), .variant(schema.defaultValue),
-                    .dictionary(
-                        key: .string, value: .variant,
-                        options.map { DBusDictEntry(key: .string($0.0), value: .variant($0.1)) }),
-                ])
+            _ = try await link.call(Settings1.RegisterRequest(key: key, schema: schema, replacing: replacing))
         }
     }
 
     public func describe(_ key: SettingPath) async throws(SettingsError) -> SettingDescription {
-        let reply = try await link.call("Describe", [.string(key.rawValue)])
-        guard reply.count == 1 else { throw .invalidValue("Describe returned \(reply.count) values") }
-        return try SettingDescription(key: key, describeReply: reply[0])
+        SettingDescription(key: key, reply: try await link.call(Settings1.DescribeRequest(key: key)))
     }
 
     public func updates(of location: SettingLocation) -> SettingsUpdates {
@@ -182,22 +136,17 @@ public final class BusSettingsStore: SettingsStore {
     public func cachedValue(of key: SettingPath) -> CachedSetting? {
         hub.cachedValue(of: key)
     }
+}
 
-    /// Reads a `(a{sv} values, t serial)` reply.
-    static func snapshot(_ reply: [DBusValue]) throws(SettingsError) -> SettingsSnapshot {
-        guard reply.count == 2, case .dictionary(.string, .variant, let entries) = reply[0],
-            case .uint64(let serial) = reply[1]
-        else {
-            throw .invalidValue("the broker returned an unexpected reply: \(reply)")
-        }
+extension SettingsSnapshot {
+    /// The snapshot of a `GetMany` or `ReadTree` reply; a name that is not a key is left out.
+    init(_ reply: Settings1.ValuesReply) {
         var values: [SettingPath: DBusValue] = [:]
-        values.reserveCapacity(entries.count)
-        for entry in entries {
-            guard case .string(let text) = entry.key, case .variant(let value) = entry.value,
-                let key = try? SettingPath(text)
-            else { continue }
+        values.reserveCapacity(reply.values.count)
+        for (name, value) in reply.values {
+            guard let key = try? SettingPath(name) else { continue }
             values[key] = value
         }
-        return SettingsSnapshot(values: values, serial: serial)
+        self.init(values: values, serial: reply.serial)
     }
 }

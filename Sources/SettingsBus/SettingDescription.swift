@@ -35,39 +35,10 @@ public struct SettingDescription: Sendable, Hashable {
         self.problem = problem
     }
 
-    /// Reads the `a{sv}` that the broker's `Describe` returns.
-    ///
-    /// - Throws: `InvalidValue` when the reply is not a dictionary of the documented fields.
-    package init(key: SettingPath, describeReply reply: DBusValue) throws(SettingsError) {
-        guard case .dictionary(.string, .variant, let entries) = reply else {
-            throw .invalidValue("Describe returned '\(reply.type)', not a{sv}")
-        }
-        var fields: [String: DBusValue] = [:]
-        for entry in entries {
-            if case .string(let name) = entry.key, case .variant(let value) = entry.value { fields[name] = value }
-        }
-        var schema: SettingSchema?
-        if case .boolean(true)? = fields["registered"], let defaultValue = fields["default"] {
-            var registered = SettingSchema(defaultValue: defaultValue)
-            if case .string(let text)? = fields["summary"] { registered.summary = text }
-            if case .string(let text)? = fields["description"] { registered.description = text }
-            if case .structure(let bounds)? = fields["range"], bounds.count == 2 {
-                registered.range = SettingRange(min: bounds[0], max: bounds[1])
-            }
-            if case .array(_, let choices)? = fields["choices"] { registered.choices = choices }
-            if case .boolean(let secret)? = fields["secret"] { registered.isSecret = secret }
-            schema = registered
-        }
-        var type: DBusType?
-        if case .string(let text)? = fields["signature"] { type = try? DBusType(parsing: text) }
-        var serial: UInt64?
-        if case .uint64(let number)? = fields["serial"] { serial = number }
-        var problem: String?
-        if case .string(let text)? = fields["value-ignored"] { problem = text }
-        var writable = true
-        if case .boolean(let flag)? = fields["writable"] { writable = flag }
+    /// The description in the broker's `Describe` reply.
+    package init(key: SettingPath, reply: Settings1.DescribeReply) {
         self.init(
-            key: key, schema: schema, userValue: fields["value"], type: type, isWritable: writable, serial: serial,
-            problem: problem)
+            key: key, schema: reply.schema, userValue: reply.value, type: reply.signature, isWritable: reply.writable,
+            serial: reply.serial, problem: reply.valueIgnored)
     }
 }

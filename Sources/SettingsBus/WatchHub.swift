@@ -232,7 +232,7 @@ final class WatchHub: Sendable {
     /// Subscribes on one connection, reads, and applies signals until the connection ends.
     private func follow(_ location: SettingLocation, on connection: DBusConnection) async throws(SettingsError) {
         var rule = MatchRule(
-            sender: link.busName, interface: SettingsBusNames.interface, member: "Changed",
+            sender: link.busName, interface: SettingsBusNames.interface, member: Settings1.ChangedSignal.member,
             path: SettingsBusNames.objectPath)
         rule.argumentPaths[0] = location.rawValue
         let (events, sink) = AsyncStream.makeStream(of: Event.self)
@@ -336,10 +336,9 @@ final class WatchHub: Sendable {
     private func read(_ location: SettingLocation) async throws(SettingsError) -> SettingsSnapshot {
         switch location {
         case .key(let key):
-            return try BusSettingsStore.snapshot(
-                try await link.call("GetMany", [.array(.string, [.string(key.rawValue)])]))
+            return SettingsSnapshot(try await link.call(Settings1.GetManyRequest(keys: [key])))
         case .directory(let directory):
-            return try BusSettingsStore.snapshot(try await link.call("ReadTree", [.string(directory.rawValue)]))
+            return SettingsSnapshot(try await link.call(Settings1.ReadTreeRequest(directory: directory)))
         }
     }
 
@@ -358,40 +357,31 @@ final class WatchHub: Sendable {
         }
     }
 
-    /// A `Changed(s path, a{sv} values, as removed, t serial, s origin)` signal's update of a location (the
-    /// keys below it), its path and serial; nil for a malformed signal.
+    /// A `Changed` signal's update of a location (the keys below it), its path and serial; nil for a malformed
+    /// signal.
     private static func update(
         from message: DBusMessage, for location: SettingLocation
-    ) -> (update: SettingsUpdate, path: String, serial: UInt64)? {
-        let body = message.body
-        guard body.count == 5, case .string(let path) = body[0], case .dictionary(.string, .variant, let entries) = body[1],
-            case .array(.string, let removedKeys) = body[2], case .uint64(let serial) = body[3],
-            case .string(let origin) = body[4]
-        else { return nil }
-        var update = SettingsUpdate(kind: .change, values: [:], removed: [], serial: serial, origin: origin)
+    ) -> (update: SettingsUpdate, path: SettingLocation, serial: UInt64)? {
+        guard let signal = try? Settings1.ChangedSignal(message.body) else { return nil }
+        var update = SettingsUpdate(
+            kind: .change, values: [:], removed: [], serial: signal.serial, origin: signal.origin)
         switch location {
         case .key(let key):
             // The key's own name is all there is to look for: no other name needs to be read as a path.
             let name = key.rawValue
-            for entry in entries {
-                guard case .string(let text) = entry.key, text == name, case .variant(let value) = entry.value
-                else { continue }
-                update.values[key] = value
-            }
-            for case .string(let text) in removedKeys where text == name { update.removed.insert(key) }
+            for (text, value) in signal.values where text == name { update.values[key] = value }
+            for text in signal.removed where text == name { update.removed.insert(key) }
         case .directory:
-            for entry in entries {
-                guard case .string(let text) = entry.key, case .variant(let value) = entry.value,
-                    let key = try? SettingPath(text), location.contains(key)
-                else { continue }
+            for (text, value) in signal.values {
+                guard let key = try? SettingPath(text), location.contains(key) else { continue }
                 update.values[key] = value
             }
-            for case .string(let text) in removedKeys {
+            for text in signal.removed {
                 guard let key = try? SettingPath(text), location.contains(key) else { continue }
                 update.removed.insert(key)
             }
         }
-        return (update, path, serial)
+        return (update, signal.path, signal.serial)
     }
 
     /// Records an update in the local copy and passes it to the subscribers, unless it is not newer.
@@ -450,7 +440,7 @@ final class WatchHub: Sendable {
             guard let snapshot = try? await read(location), snapshot.serial >= serial else { return }
             let value = snapshot.values[key]
             let known = state.withLock { $0.watches[location]?.values[key] }
-            if path == key.rawValue || value != known {
+            if path == .key(key) || value != known {
                 if let value { update.values[key] = value } else { update.removed.insert(key) }
             }
         }

@@ -5,12 +5,15 @@ public import DBus
 /// The names and limits of version 1 of the settings bus D-Bus contract.
 ///
 /// The bus name, interface and object path all end in `Settings1`, as the D-Bus API Design Guidelines advise,
-/// so an incompatible version 2 can live next to version 1.
+/// so an incompatible version 2 can live next to version 1. The methods, their arguments and the signal are
+/// ``Settings1``.
 ///
 /// ```swift
+/// let request = Settings1.GetRequest(key: try SettingPath("/org/example/theme"))
 /// let reply = try await connection.call(
 ///     destination: SettingsBusNames.busName, path: SettingsBusNames.objectPath,
-///     interface: SettingsBusNames.interface, member: "Get", arguments: [.string("/org/example/theme")])
+///     interface: SettingsBusNames.interface, member: Settings1.GetRequest.method, arguments: request.body)
+/// let value = try Settings1.GetRequest.reply(reply).value
 /// ```
 public enum SettingsBusNames {
     /// The well-known bus name the broker owns: `io.github.settingsbus.Settings1`.

@@ -32,14 +32,8 @@ struct DescribeCommand: AsyncParsableCommand {
 
     func run() async throws {
         let key = try Arguments.key(key)
-        let reply = try await bus.withStore { store in try await store.callBroker("Describe", [.string(key.rawValue)]) }
-        guard reply.count == 1, case .dictionary(.string, .variant, let entries) = reply[0] else {
-            throw CtlError(.failure, "Describe returned an unexpected reply: \(reply)")
-        }
-        var fields: [String: DBusValue] = [:]
-        for entry in entries {
-            if case .string(let name) = entry.key, case .variant(let value) = entry.value { fields[name] = value }
-        }
+        let reply = try await bus.withStore { store in try await store.call(Settings1.DescribeRequest(key: key)) }
+        let fields = reply.fields.dictionary
         let names =
             Self.order.filter { fields[$0] != nil }
             + fields.keys.filter { !Self.order.contains($0) }.sorted()

@@ -24,13 +24,7 @@ struct GetCommand: AsyncParsableCommand {
 
     func run() async throws {
         let key = try Arguments.key(key)
-        let value = try await bus.withStore { store in
-            let reply = try await store.callBroker("Get", [.string(key.rawValue)])
-            guard reply.count == 1, case .variant(let value) = reply[0] else {
-                throw CtlError(.failure, "Get returned an unexpected reply: \(reply)")
-            }
-            return value
-        }
+        let value = try await bus.withStore { store in try await store.call(Settings1.GetRequest(key: key)).value }
         if output.json {
             Output.lines([
                 JSONValue.object([("key", .string(key.rawValue))] + Self.members(of: JSONValue.record(value))).text

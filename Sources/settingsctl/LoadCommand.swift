@@ -38,16 +38,9 @@ struct LoadCommand: AsyncParsableCommand {
         let text = try Self.read(file)
         let values = try DconfKeyfile.parse(text, under: directory)
         guard !values.isEmpty || replace else { return }
-        let sets = values.map { DBusDictEntry(key: .string($0.0.rawValue), value: .variant($0.1)) }
-        try await bus.withStore { store in
-            _ = try await store.callBroker(
-                "Apply",
-                [
-                    .dictionary(key: .string, value: .variant, sets),
-                    .array(.string, replace ? [.string(directory.rawValue)] : []),
-                    .dictionary(key: .string, value: .variant, []),
-                ])
-        }
+        let request = Settings1.ApplyRequest(
+            sets: values.map { ($0.0, $0.1) }, resets: replace ? [.directory(directory)] : [])
+        try await bus.withStore { store in _ = try await store.call(request) }
     }
 
     /// The text of a file, or of standard input when `path` is nil or `-`.

@@ -31,7 +31,7 @@ struct ResetCommand: AsyncParsableCommand {
             throw CtlError(.usage, "\(directory) is a directory: reset -r \(directory) resets every key under it")
         }
         try await bus.withStore { store in
-            _ = try await store.callBroker("Reset", [.string(location.rawValue)])
+            _ = try await store.call(Settings1.ResetRequest(location: location))
         }
     }
 }

@@ -17,7 +17,8 @@ struct StatusCommand: AsyncParsableCommand {
             recovered-from-backup, recovered-empty or read-only), writable, durability, keys (user values), \
             schemas, unreadable, and when there is something to say problem, source, damaged-file, \
             damaged-backup, backup, backup-serial, backup-time (seconds since 1970) and restored. A broker without a \
-            Status method is reported with the number of keys that have a value and 'store: not reported'. \
+            Status method (one whose Version property is older than the Status method) is reported with the number of \
+            keys that have a value and 'store: not reported'. \
             Starts the broker by D-Bus activation when it is not running.
             """)
 
@@ -57,12 +58,23 @@ struct StatusCommand: AsyncParsableCommand {
 
     /// What the bus and the broker report, in the order printed.
     static func fields(_ store: BusSettingsStore) async throws -> [(name: String, value: DBusValue)] {
-        // Introspection starts the broker when needed, and says whether it has a Status method.
-        let introspection = try await store.callOnBus(
+        // Reading the properties starts the broker when needed; its version says whether it has a Status method.
+        let properties = try await store.callOnBus(
             destination: SettingsBusNames.busName, path: SettingsBusNames.objectPath,
-            interface: "org.freedesktop.DBus.Introspectable", member: "Introspect")
+            interface: "org.freedesktop.DBus.Properties", member: "GetAll",
+            arguments: [.string(SettingsBusNames.interface.rawValue)])
+        var reportedProperties: [(name: String, value: DBusValue)] = []
+        if let first = properties.first, let map = Settings1.ValueMap(first) {
+            for property in [Settings1.Property.version, .serial] {
+                if let value = map[property.name.rawValue], value.type == property.type {
+                    reportedProperties.append((property.name.rawValue.lowercased(), value))
+                }
+            }
+        }
         var hasStatus = false
-        if case .string(let xml)? = introspection.first { hasStatus = xml.contains("<method name=\"Status\">") }
+        if case .uint32(let version)? = reportedProperties.first(where: { $0.name == "version" })?.value {
+            hasStatus = version >= Settings1.StatusRequest.sinceVersion
+        }
 
         var fields: [(name: String, value: DBusValue)] = [("name", .string(SettingsBusNames.busName.rawValue))]
         let owner = try await store.callOnBus(
@@ -77,28 +89,9 @@ struct StatusCommand: AsyncParsableCommand {
                 fields.append(("pid", pid))
             }
         }
-        let properties = try await store.callOnBus(
-            destination: SettingsBusNames.busName, path: SettingsBusNames.objectPath,
-            interface: "org.freedesktop.DBus.Properties", member: "GetAll",
-            arguments: [.string(SettingsBusNames.interface.rawValue)])
-        if case .dictionary(.string, .variant, let entries)? = properties.first {
-            for name in ["Version", "Serial"] {
-                if let entry = entries.first(where: { $0.key == .string(name) }), case .variant(let value) = entry.value
-                {
-                    fields.append((name.lowercased(), value))
-                }
-            }
-        }
+        fields += reportedProperties
         if hasStatus {
-            let reply = try await store.callBroker("Status", [])
-            var reported: [String: DBusValue] = [:]
-            if case .dictionary(.string, .variant, let entries)? = reply.first {
-                for entry in entries {
-                    if case .string(let name) = entry.key, case .variant(let value) = entry.value {
-                        reported[name] = value
-                    }
-                }
-            }
+            let reported = try await store.call(Settings1.StatusRequest()).fields
             let names =
                 statusOrder.filter { reported[$0] != nil }
                 + reported.keys.filter { !statusOrder.contains($0) }.sorted()

@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: Apache-2.0
+
+public import DBus
+
+// MARK: - Get
+
+extension Settings1 {
+    /// `Get(s key) → v value`: the key's user value, else its registered default, else `UnknownKey`.
+    public struct GetRequest: Request {
+        public typealias Reply = ValueReply
+        public static let method: MemberName = "Get"
+        public static let arguments = [DBusArgument("key", .string)]
+
+        /// The key to read.
+        public var key: SettingPath
+
+        /// Makes the request.
+        public init(key: SettingPath) {
+            self.key = key
+        }
+
+        public init(_ body: [DBusValue]) throws(SettingsError) {
+            let reader = try BodyReader(body, Self.arguments, "Get")
+            key = try reader.key(0)
+        }
+
+        public var body: [DBusValue] { [.string(key.rawValue)] }
+    }
+
+    /// The reply of `Get`: `v value`.
+    public struct ValueReply: MessageBody {
+        public static let arguments = [DBusArgument("value", .variant)]
+
+        /// The key's value.
+        public var value: DBusValue
+
+        /// Makes the reply.
+        public init(value: DBusValue) {
+            self.value = value
+        }
+
+        public init(_ body: [DBusValue]) throws(SettingsError) {
+            let reader = try BodyReader(body, Self.arguments, "the reply of Get")
+            value = try reader.variant(0)
+        }
+
+        public var body: [DBusValue] { [.variant(value)] }
+    }
+}
+
+// MARK: - GetMany, ReadTree
+
+extension Settings1 {
+    /// `GetMany(as keys) → (a{sv} values, t serial)`: the values of several keys, read at one serial; keys
+    /// without a value are left out.
+    public struct GetManyRequest: Request {
+        public typealias Reply = ValuesReply
+        public static let method: MemberName = "GetMany"
+        public static let arguments = [DBusArgument("keys", .array(.string))]
+
+        /// The keys to read.
+        public var keys: [SettingPath]
+
+        /// Makes the request.
+        public init(keys: [SettingPath]) {
+            self.keys = keys
+        }
+
+        public init(_ body: [DBusValue]) throws(SettingsError) {
+            let reader = try BodyReader(body, Self.arguments, "GetMany")
+            keys = try reader.strings(0).map { text throws(SettingsError) in try SettingPath(text) }
+        }
+
+        public var body: [DBusValue] { [Settings1.strings(keys.lazy.map(\.rawValue))] }
+    }
+
+    /// `ReadTree(s dir) → (a{sv} values, t serial)`: every key with a value under a directory, recursively.
+    public struct ReadTreeRequest: Request {
+        public typealias Reply = ValuesReply
+        public static let method: MemberName = "ReadTree"
+        public static let arguments = [DBusArgument("dir", .string)]
+
+        /// The directory to read.
+        public var directory: SettingDirectory
+
+        /// Makes the request.
+        public init(directory: SettingDirectory) {
+            self.directory = directory
+        }
+
+        public init(_ body: [DBusValue]) throws(SettingsError) {
+            let reader = try BodyReader(body, Self.arguments, "ReadTree")
+            directory = try reader.directory(0)
+        }
+
+        public var body: [DBusValue] { [.string(directory.rawValue)] }
+    }
+
+    /// The reply of `GetMany` and `ReadTree`: `(a{sv} values, t serial)`, the values read at one serial.
+    ///
+    /// The values' names are the keys as text; the reader reads them as keys (``SettingPath``) where it needs
+    /// them, so a large reply is not read twice.
+    public struct ValuesReply: MessageBody {
+        public static let arguments = [DBusArgument("values", Settings1.stringMap), DBusArgument("serial", .uint64)]
+
+        /// Each key with a value, and its value, sorted by key.
+        public var values: ValueMap
+        /// The serial of the store's last commit when the values were read.
+        public var serial: UInt64
+
+        /// Makes the reply.
+        public init(values: ValueMap, serial: UInt64) {
+            self.values = values
+            self.serial = serial
+        }
+
+        public init(_ body: [DBusValue]) throws(SettingsError) {
+            let reader = try BodyReader(body, Self.arguments, "the reply of GetMany or ReadTree")
+            values = try reader.map(0)
+            serial = try reader.uint64(1)
+        }
+
+        public var body: [DBusValue] { [values.dbusValue, .uint64(serial)] }
+    }
+}
+
+// MARK: - List
+
+extension Settings1 {
+    /// `List(s dir) → as children`: the direct children of a directory, subdirectories ending in `/`.
+    public struct ListRequest: Request {
+        public typealias Reply = ListReply
+        public static let method: MemberName = "List"
+        public static let arguments = [DBusArgument("dir", .string)]
+
+        /// The directory to list.
+        public var directory: SettingDirectory
+
+        /// Makes the request.
+        public init(directory: SettingDirectory) {
+            self.directory = directory
+        }
+
+        public init(_ body: [DBusValue]) throws(SettingsError) {
+            let reader = try BodyReader(body, Self.arguments, "List")
+            directory = try reader.directory(0)
+        }
+
+        public var body: [DBusValue] { [.string(directory.rawValue)] }
+    }
+
+    /// The reply of `List`: `as children`.
+    public struct ListReply: MessageBody {
+        public static let arguments = [DBusArgument("children", .array(.string))]
+
+        /// The names of the children: key names, and subdirectory names ending in `/`.
+        public var children: [String]
+
+        /// Makes the reply.
+        public init(children: [String]) {
+            self.children = children
+        }
+
+        public init(_ body: [DBusValue]) throws(SettingsError) {
+            let reader = try BodyReader(body, Self.arguments, "the reply of List")
+            children = try reader.strings(0)
+        }
+
+        public var body: [DBusValue] { [Settings1.strings(children)] }
+    }
+}
