@@ -16,10 +16,10 @@ struct LoadCommand: AsyncParsableCommand {
             load does, so a dconf dump loads with its types: `dconf dump / | settingsctl load /`. Everything \
             is written in one Apply: if one value is refused (a type mismatch with a registered key, a value \
             out of range), nothing is written. With --replace, the keys under DIR that the input does not \
-            set are reset in the same commit. A key whose schema the input gives in '#schema' lines (a secret \
-            key, as dump writes it) is registered first, unless the broker has it registered as secret already, \
-            so that its value stays out of Changed signals; a schema that conflicts with the registered one \
-            stops the load before anything is written.
+            set are reset in the same commit. A secret key's schema, which dump writes in '#schema' lines, is \
+            registered first, unless the broker has the key registered as secret already, so that its value \
+            stays out of Changed signals; a schema that conflicts with the registered one stops the load \
+            before anything is written.
             """)
 
     @OptionGroup var bus: BusOptions
