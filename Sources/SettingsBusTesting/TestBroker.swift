@@ -7,7 +7,8 @@ internal import Glibc
 /// The real `settings-broker` executable, running as a child process on a ``TestBus``.
 ///
 /// Each broker gets a temporary directory that holds its store file (unless another is given) and its log
-/// (standard error); the directory is removed when the broker is stopped.
+/// (standard error, given to the broker as the journal's stream, so each line starts with its priority, such
+/// as `<3>`); the directory is removed when the broker is stopped.
 ///
 /// ```swift
 /// try await withTestBus { bus in
@@ -74,6 +75,18 @@ public final class TestBroker: Sendable {
         return try BuiltProduct.path("settings-broker")
     }
 
+    /// The value of `JOURNAL_STREAM` that names an open file as the journal's stream: its `device:inode`, as
+    /// `fstat(2)` gives them (systemd.exec(5)); nil when `fstat` fails.
+    ///
+    /// A broker whose standard error is that file writes journald's priority prefixes (`<3>…`);
+    /// ``start(on:storePath:arguments:timeLimit:)`` sets it for the broker's log, so that tests read the
+    /// priority of each line.
+    public static func journalStream(of fd: Int32) -> String? {
+        var status = stat()
+        guard fstat(fd, &status) == 0 else { return nil }
+        return "\(status.st_dev):\(status.st_ino)"
+    }
+
     /// Starts a broker and waits until it owns `io.github.settingsbus.Settings1`.
     ///
     /// - Parameters:
@@ -122,10 +135,13 @@ public final class TestBroker: Sendable {
                 let schemas =
                     arguments.contains("--schema-dir")
                     ? [] : ["--schema-dir", directory.appendingPathComponent("schemas").path]
+                // The log file stands for the journal: the broker writes priority prefixes (`<3>…`) only to
+                // the stream JOURNAL_STREAM names, and tests read them.
+                var environment = ProcessInfo.processInfo.environment.merging(bus.environment) { _, new in new }
+                environment["JOURNAL_STREAM"] = journalStream(of: logFD)
                 process = try ChildProcess.spawn(
                     executable, ["--bus", bus.address, "--store", store] + schemas + arguments,
-                    environment: ProcessInfo.processInfo.environment.merging(bus.environment) { _, new in new },
-                    stdout: logFD, stderr: logFD)
+                    environment: environment, stdout: logFD, stderr: logFD)
             } catch {
                 await connection.close()
                 throw error

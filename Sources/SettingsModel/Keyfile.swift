@@ -38,9 +38,32 @@ public enum Keyfile {
     public static func parse(
         _ text: String, under directory: SettingDirectory
     ) throws(Problem) -> [(key: SettingPath, value: DBusValue, line: Int)] {
-        let (entries, problems) = read(text, under: directory, stoppingAtFirstProblem: true)
+        let (entries, problems, _) = read(text, under: directory, stoppingAtFirstProblem: true)
         if let first = problems.first { throw first }
         return entries
+    }
+
+    /// A comment line kept by ``parse(_:under:keepingComments:)``.
+    public struct Comment: Sendable, Hashable {
+        /// The group the line is in.
+        public var group: SettingDirectory
+        /// The line, counted from 1.
+        public var line: Int
+        /// The line's text without the prefix it was kept for, and without white space at either end.
+        public var text: String
+    }
+
+    /// Reads a keyfile as ``parse(_:under:)`` does, and keeps the comment lines that start with `prefix` (such
+    /// as `#schema `), each with its group.
+    ///
+    /// - Throws: the first ``Problem``; a kept comment before the first group is one.
+    public static func parse(
+        _ text: String, under directory: SettingDirectory, keepingComments prefix: String
+    ) throws(Problem) -> (entries: [(key: SettingPath, value: DBusValue, line: Int)], comments: [Comment]) {
+        let (entries, problems, comments) = read(
+            text, under: directory, stoppingAtFirstProblem: true, keepingComments: prefix)
+        if let first = problems.first { throw first }
+        return (entries, comments)
     }
 
     /// Reads a keyfile as ``parse(_:under:)`` does, but goes on after a problem: the lines of a group whose
@@ -50,21 +73,33 @@ public enum Keyfile {
     public static func parseAll(
         _ text: String, under directory: SettingDirectory
     ) -> (entries: [(key: SettingPath, value: DBusValue, line: Int)], problems: [Problem]) {
-        read(text, under: directory, stoppingAtFirstProblem: false)
+        let (entries, problems, _) = read(text, under: directory, stoppingAtFirstProblem: false)
+        return (entries, problems)
     }
 
     private static func read(
-        _ text: String, under directory: SettingDirectory, stoppingAtFirstProblem: Bool
-    ) -> (entries: [(key: SettingPath, value: DBusValue, line: Int)], problems: [Problem]) {
+        _ text: String, under directory: SettingDirectory, stoppingAtFirstProblem: Bool,
+        keepingComments commentPrefix: String? = nil
+    ) -> (entries: [(key: SettingPath, value: DBusValue, line: Int)], problems: [Problem], comments: [Comment]) {
         var group: SettingDirectory?
         var groupIsBroken = false
         var order: [SettingPath] = []
         var values: [SettingPath: (value: DBusValue, line: Int)] = [:]
         var problems: [Problem] = []
+        var comments: [Comment] = []
         for (index, rawLine) in LineText.lines(text).enumerated() {
             let number = index + 1
             if stoppingAtFirstProblem, !problems.isEmpty { break }
             let trimmed = LineText.trimmed(rawLine)
+            if let commentPrefix, trimmed.hasPrefix(commentPrefix) {
+                if let group {
+                    comments.append(
+                        Comment(group: group, line: number, text: LineText.trimmed(trimmed.dropFirst(commentPrefix.count))))
+                } else if !groupIsBroken {
+                    problems.append(Problem(line: number, message: "'\(trimmed)' comes before the first [group] line"))
+                }
+                continue
+            }
             if trimmed.isEmpty || trimmed.hasPrefix("#") || trimmed.hasPrefix(";") {
                 continue
             }
@@ -115,6 +150,6 @@ public enum Keyfile {
             let entry = values[key]!
             return (key: key, value: entry.value, line: entry.line)
         }
-        return (entries, problems)
+        return (entries, problems, comments)
     }
 }

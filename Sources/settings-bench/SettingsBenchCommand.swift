@@ -2,6 +2,7 @@
 
 import ArgumentParser
 import Foundation
+import SettingsModel
 
 /// `settings-bench`: measures SettingsBus and dconf side by side on a private bus and prints one table.
 @main
@@ -14,8 +15,27 @@ struct SettingsBenchCommand: AsyncParsableCommand {
             next to it and, when installed, dconf-service (apt-get install -y dconf-service dconf-cli \
             libdconf-dev gcc), with XDG_CONFIG_HOME, XDG_RUNTIME_DIR and HOME in a temporary directory: it \
             never touches your session bus or your settings. Progress goes to standard error, the table to \
-            standard output. --smoke runs every measurement with tiny counts, in seconds.
-            """)
+            standard output. --smoke runs every measurement with tiny counts, in seconds. Exit status: 0 \
+            when every measurement ran, 1 when one failed, 2 for a usage error.
+            """,
+        version: SettingsBusNames.packageVersion)
+
+    /// Parses the command line and runs; a usage error exits with status 2, as `settingsctl` and
+    /// `settings-broker` do, instead of ArgumentParser's 64.
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            guard exitCode(for: error) == .validationFailure else { exit(withError: error) }
+            FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+            Foundation.exit(2)
+        }
+    }
 
     @Flag(help: "Run every measurement with tiny counts, to check that the benchmark works.")
     var smoke = false

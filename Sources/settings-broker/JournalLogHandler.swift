@@ -3,16 +3,25 @@
 import Glibc
 import Logging
 
-/// A log handler that writes one line per message to standard error in the form journald reads: a syslog
-/// priority prefix (`<3>` for errors, sd-daemon(3)) followed by the message and its metadata as `key=value`.
+/// A log handler that writes one line per message to standard error, with the message's metadata as
+/// `key=value` after it.
+///
+/// When standard error is the journal's stream, each line starts with a syslog priority prefix (`<3>` for
+/// errors, sd-daemon(3)), which journald reads as the message's priority; anywhere else (a terminal, a file,
+/// a pipe) the line reads `settings-broker: warning: …` instead (`settings-broker: …` for info and notice).
+/// systemd says which stream is the journal's in `JOURNAL_STREAM` (`device:inode`, systemd.exec(5)): a
+/// variable inherited by a process whose standard error went elsewhere names another file, and is ignored.
 struct JournalLogHandler: LogHandler {
     let label: String
     var logLevel: Logger.Level
     var metadata: Logger.Metadata = [:]
+    /// Whether lines carry the journal's priority prefix.
+    let journal: Bool
 
-    init(label: String, level: Logger.Level) {
+    init(label: String, level: Logger.Level, journal: Bool) {
         self.label = label
         self.logLevel = level
+        self.journal = journal
     }
 
     subscript(metadataKey key: String) -> Logger.Metadata.Value? {
@@ -20,20 +29,41 @@ struct JournalLogHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
+    /// Whether standard error is the journal's stream: `JOURNAL_STREAM` holds the `device:inode` of the
+    /// file that `fstat(2)` gives for it.
+    static func standardErrorIsJournal() -> Bool {
+        guard let value = getenv("JOURNAL_STREAM") else { return false }
+        let parts = String(cString: value).split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count == 2, let device = UInt64(parts[0]), let inode = UInt64(parts[1]) else { return false }
+        var status = stat()
+        guard fstat(2, &status) == 0 else { return false }
+        return UInt64(status.st_dev) == device && UInt64(status.st_ino) == inode
+    }
+
     func log(event: LogEvent) {
-        let priority: Int
-        switch event.level {
-        case .trace, .debug: priority = 7
-        case .info: priority = 6
-        case .notice: priority = 5
-        case .warning: priority = 4
-        case .error: priority = 3
-        case .critical: priority = 2
+        var line: String
+        if journal {
+            let priority: Int
+            switch event.level {
+            case .trace, .debug: priority = 7
+            case .info: priority = 6
+            case .notice: priority = 5
+            case .warning: priority = 4
+            case .error: priority = 3
+            case .critical: priority = 2
+            }
+            line = "<\(priority)>"
+        } else {
+            switch event.level {
+            case .info, .notice: line = "settings-broker: "
+            default: line = "settings-broker: \(event.level.rawValue): "
+            }
         }
-        var line = "<\(priority)>\(event.message)"
+        // One line per event: a line break in a message would start a line without its prefix.
+        line += "\(event.message)".replacing("\n", with: " ")
         let all = metadata.merging(event.metadata ?? [:]) { _, new in new }
         for (key, value) in all.sorted(by: { $0.key < $1.key }) {
-            let text = "\(value)"
+            let text = "\(value)".replacing("\n", with: " ")
             let quoted = text.contains(" ") || text.isEmpty ? "\"\(text.replacing("\"", with: "\\\""))\"" : text
             line += " \(key)=\(quoted)"
         }

@@ -6,6 +6,7 @@ import FoundationEssentials
 import Glibc
 import Logging
 import SettingsBroker
+import SettingsModel
 import ServiceLifecycle
 import UnixSignals
 
@@ -20,8 +21,12 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
             (WAL) under $XDG_CONFIG_HOME/settingsbus/ and announces every change with a Changed signal. \
             SIGTERM finishes the commits in flight, releases the bus name and exits 0. A damaged store is \
             moved aside and restored from its backup; a store that cannot be written is served read-only; \
-            the Status method reports either.
-            """)
+            the Status method reports either. Logs go to standard error, one line per event, with journald's \
+            priority prefixes (<3>) when standard error is the journal (JOURNAL_STREAM). Exit status: 0 after \
+            SIGTERM or --idle-exit, 1 when another broker has the bus name or the store, 2 for a usage error, \
+            3 after the bus connection was lost.
+            """,
+        version: SettingsBusNames.packageVersion)
 
     @Option(help: "The bus to serve on: session, system, or a D-Bus address such as unix:path=/run/user/1000/bus.")
     var bus: String = "session"
@@ -63,6 +68,27 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
     @Option(help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String = "info"
 
+    /// Parses the command line and runs the broker; a usage error exits with status 2 (``usageStatus``), as
+    /// `settingsctl` and `settings-bench` do, instead of ArgumentParser's 64.
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            guard exitCode(for: error) == .validationFailure else { exit(withError: error) }
+            let text = Array((fullMessage(for: error) + "\n").utf8)
+            _ = text.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+            Glibc.exit(usageStatus)
+        }
+    }
+
+    /// The exit status of a usage error (an unknown option, a bad value): 2, as for every SettingsBus tool.
+    static let usageStatus: Int32 = 2
+
     func validate() throws {
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("unknown --log-level '\(logLevel)'; use trace, debug, info, notice, warning, error or critical")
@@ -83,7 +109,8 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
         // store holds the values of keys registered as secret.
         umask(0o077)
         let level = Logger.Level(rawValue: logLevel) ?? .info
-        LoggingSystem.bootstrap { label in JournalLogHandler(label: label, level: level) }
+        let journal = JournalLogHandler.standardErrorIsJournal()
+        LoggingSystem.bootstrap { label in JournalLogHandler(label: label, level: level, journal: journal) }
         let logger = Logger(label: "settings-broker")
         let readers: SecretReaders
         do {

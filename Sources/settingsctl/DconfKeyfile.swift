@@ -21,9 +21,39 @@ import SettingsModel
 /// `name=value` with the value in GVariant text with type annotations. The order is dconf's: a directory's
 /// own keys first, then its subdirectories, names sorted by their bytes (a subdirectory's name with its
 /// trailing `/`); empty groups are left out and groups are separated by a blank line.
+///
+/// A key registered as secret also has its schema in its group, as comment lines in the fields of a schema file
+/// (``SchemaFile``), which dconf skips and `settingsctl load` registers; its value is left out unless asked for:
+///
+/// ```
+/// [proxy]
+/// #schema password.type=s
+/// #schema password.default=''
+/// #schema password.secret=true
+/// # password: secret, its value is left out (settingsctl dump --include-secrets writes it)
+/// port=8080
+/// ```
 enum DconfKeyfile {
+    /// The start of a comment line that holds a field of a secret key's schema.
+    static let schemaPrefix = "#schema "
+
+    /// What a keyfile sets: values, and the schemas of its secret keys.
+    struct Contents {
+        /// The values, in the order they were first given.
+        var values: [(SettingPath, DBusValue)] = []
+        /// The schemas given in `#schema` lines.
+        var schemas: [SettingPath: SettingSchema] = [:]
+    }
+
     /// Prints the values under `directory` as `dconf dump` does; values outside it are ignored.
-    static func format(_ values: [SettingPath: DBusValue], under directory: SettingDirectory) -> String {
+    ///
+    /// - Parameters:
+    ///   - secrets: the schemas of the keys registered as secret, written as `#schema` lines.
+    ///   - includeSecrets: whether the values of those keys are written too.
+    static func format(
+        _ values: [SettingPath: DBusValue], under directory: SettingDirectory,
+        secrets: [SettingPath: SettingSchema] = [:], includeSecrets: Bool = false
+    ) -> String {
         let root = Node()
         for (key, value) in values where directory.contains(key) {
             let relative = key.rawValue.dropFirst(directory.rawValue.count).split(separator: "/").map(String.init)
@@ -31,29 +61,77 @@ enum DconfKeyfile {
             for segment in relative.dropLast() {
                 node = node.child(segment)
             }
-            node.keys[relative.last ?? ""] = value
+            let name = relative.last ?? ""
+            if let schema = secrets[key] {
+                node.secrets[name] = schema
+                if !includeSecrets { continue }
+            }
+            node.keys[name] = value
         }
         var groups: [String] = []
         root.emit(path: "", into: &groups)
         return groups.joined(separator: "\n")
     }
 
-    /// Reads a keyfile as `dconf load` does (``SettingsModel/Keyfile/parse(_:under:)``).
+    /// Reads a keyfile as `dconf load` does (``SettingsModel/Keyfile``): every `name=value` of group `[g]` sets
+    /// the key `directory + g/name` (`[/]` is `directory` itself) to the value parsed from its GVariant text, with
+    /// the type that text has.
     ///
-    /// - Returns: the values in the order they were first given.
+    /// Blank lines and lines starting with `#` or `;` are skipped, except `#schema name.field=value` lines, the
+    /// schema of a secret key; white space around names and values is ignored; a key given twice keeps its last
+    /// value.
+    ///
     /// - Throws: ``CtlError`` with status ``ExitStatus/invalid``, naming the line and what is wrong.
-    static func parse(_ text: String, under directory: SettingDirectory) throws(CtlError) -> [(SettingPath, DBusValue)]
-    {
+    static func parse(_ text: String, under directory: SettingDirectory) throws(CtlError) -> Contents {
+        let parsed: (entries: [(key: SettingPath, value: DBusValue, line: Int)], comments: [Keyfile.Comment])
         do throws(Keyfile.Problem) {
-            return try Keyfile.parse(text, under: directory).map { ($0.key, $0.value) }
+            parsed = try Keyfile.parse(text, under: directory, keepingComments: schemaPrefix)
         } catch {
             throw CtlError(.invalid, error.description)
         }
+        var contents = Contents(values: parsed.entries.map { ($0.key, $0.value) })
+        guard !parsed.comments.isEmpty else { return contents }
+        // The `#schema` lines as a schema file: each group's lines under its absolute `[directory]`, every other
+        // line left blank so that the schema file's line numbers are the keyfile's.
+        var schemaLines: [String] = []
+        var schemaGroup: SettingDirectory?
+        for comment in parsed.comments {
+            while schemaLines.count < comment.line - 1 { schemaLines.append("") }
+            if schemaGroup != comment.group {
+                // The line before is not one of this group's schema lines (a group line came between), so it is
+                // blank here, and the group's line takes its place.
+                schemaLines[comment.line - 2] = "[\(comment.group.rawValue)]"
+                schemaGroup = comment.group
+            }
+            schemaLines.append(comment.text)
+        }
+        do {
+            contents.schemas = try SchemaFile(parsing: schemaLines.joined(separator: "\n")).schemas
+        } catch {
+            throw CtlError(.invalid, "a #schema \(error)")
+        }
+        return contents
+    }
+
+    /// The `#schema` lines of a key's schema, in the fields of a schema file.
+    static func schemaLines(_ name: String, _ schema: SettingSchema) -> [String] {
+        func line(_ field: String, _ text: String) -> String {
+            "\(schemaPrefix)\(name).\(field)=\(text.replacing("\n", with: " "))"
+        }
+        var lines = [line("type", schema.type.signatureText), line("default", GVariantText.format(schema.defaultValue))]
+        if let summary = schema.summary { lines.append(line("summary", summary)) }
+        if let description = schema.description { lines.append(line("description", description)) }
+        if let range = schema.range { lines.append(line("range", GVariantText.format(.structure([range.min, range.max])))) }
+        if let choices = schema.choices { lines.append(line("choices", GVariantText.format(.array(schema.type, choices)))) }
+        lines.append(line("secret", schema.isSecret ? "true" : "false"))
+        return lines
     }
 
     /// One directory of the tree being printed.
     private final class Node {
         var keys: [String: DBusValue] = [:]
+        /// The schemas of this directory's secret keys, by name.
+        var secrets: [String: SettingSchema] = [:]
         var children: [String: Node] = [:]
 
         func child(_ name: String) -> Node {
@@ -65,10 +143,17 @@ enum DconfKeyfile {
 
         /// Appends this directory's group, then its subdirectories' groups, in dconf's order.
         func emit(path: String, into groups: inout [String]) {
-            if !keys.isEmpty {
+            if !keys.isEmpty || !secrets.isEmpty {
                 var lines = ["[\(path.isEmpty ? "/" : path)]"]
-                for name in keys.keys.sorted(by: Self.byBytes) {
-                    lines.append("\(name)=\(GVariantText.format(keys[name]!))")
+                for name in Set(keys.keys).union(secrets.keys).sorted(by: Self.byBytes) {
+                    if let schema = secrets[name] {
+                        lines += DconfKeyfile.schemaLines(name, schema)
+                        if keys[name] == nil {
+                            lines.append(
+                                "# \(name): secret, its value is left out (settingsctl dump --include-secrets writes it)")
+                        }
+                    }
+                    if let value = keys[name] { lines.append("\(name)=\(GVariantText.format(value))") }
                 }
                 groups.append(lines.joined(separator: "\n") + "\n")
             }

@@ -25,7 +25,8 @@ struct SettingsCtl: AsyncParsableCommand {
             Exit status:
               0  success
               1  another failure: the store could not be written, a file not read
-              2  usage error: bad verb, option or argument; reset of a directory without -r
+              2  usage error: no verb, or a bad verb, option or argument; reset of a
+                 directory without -r
               3  unknown key: no value and no registered default
               4  invalid: bad key or directory, unparsable value or file, type mismatch,
                  out of range or not a choice, too large
@@ -35,6 +36,7 @@ struct SettingsCtl: AsyncParsableCommand {
               8  access denied: a secret key's value, which the broker gives only to
                  root, its own user and the users of its --secret-readers
             """,
+        version: SettingsBusNames.packageVersion,
         subcommands: [
             GetCommand.self, SetCommand.self, ResetCommand.self, ListCommand.self, TreeCommand.self,
             DumpCommand.self, LoadCommand.self, WatchCommand.self, DescribeCommand.self, RegisterCommand.self,
@@ -45,6 +47,8 @@ struct SettingsCtl: AsyncParsableCommand {
     static func main() async {
         let arguments = Self.movingGlobalOptions(Array(CommandLine.arguments.dropFirst()))
         do {
+            // No verb is a usage error, as for dconf: the usage goes to standard error, exit status 2.
+            guard !arguments.isEmpty else { throw ValidationError("no verb given, such as get, set or dump") }
             var command = try parseAsRoot(arguments)
             if var asyncCommand = command as? any AsyncParsableCommand {
                 try await asyncCommand.run()

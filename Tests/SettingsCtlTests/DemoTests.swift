@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import Foundation
+import SettingsBusTesting
+import Testing
+
+/// `scripts/demo`, which the README's quick start runs, works on a bus of its own and never on the one that
+/// `DBUS_SESSION_BUS_ADDRESS` names, where the user's own broker and settings are.
+@Suite(.timeLimit(.minutes(3)))
+struct DemoTests {
+    @Test func theDemoRunsOnItsOwnBusAndWritesNothingToTheSessionBusBroker() async throws {
+        try await withTestBus { bus in
+            // Given: a "session bus" whose broker stands for the user's own settings.
+            let broker = try await TestBroker.start(on: bus)
+            let builtFolder = URL(fileURLWithPath: try Ctl.path()).deletingLastPathComponent().path
+
+            // When: the demo runs with that bus as its session bus.
+            let demo = try await TestProcess.run(
+                Ctl.repository.appendingPathComponent("scripts/demo").path, [],
+                environment: bus.environment.merging([
+                    "SETTINGSBUS_SKIP_BUILD": "1", "SETTINGSBUS_BIN_DIR": builtFolder,
+                ]) { _, new in new },
+                timeLimit: .seconds(150))
+
+            // Then: it shows what the README says, on a broker of its own.
+            #expect(demo.status == 0, "\(demo.stdout)\(demo.stderr)")
+            #expect(demo.stdout.contains("[process B] theme: high-contrast"), "\(demo.stdout)")
+            #expect(demo.stdout.contains("(<int64 100>,)"), "\(demo.stdout)")
+            #expect(demo.stdout.contains("==> Done"), "\(demo.stdout)")
+            // And: the session bus's broker was never written to.
+            #expect(try await Ctl.output(bus, ["tree", "/"]) == "")
+            let status = try await Ctl.output(bus, ["status"])
+            let serial = status.split(separator: "\n").first { $0.hasPrefix("serial:") }
+            #expect(serial?.split(separator: " ").last == "0", "\(status)")
+            #expect(await broker.stop() == 0)
+        }
+    }
+}
