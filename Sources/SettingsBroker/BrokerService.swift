@@ -39,8 +39,11 @@ public final class BrokerService: Service, Sendable {
         /// The folders of schema files searched when none is given: `settingsbus/schemas` under
         /// `$XDG_DATA_HOME` (`~/.local/share`) and under each folder of `$XDG_DATA_DIRS`
         /// (`/usr/local/share:/usr/share`), in that order.
-        public static func defaultSchemaDirectories(environment: [String: String]) -> [String] {
-            VendorSchemas.defaultDirectories(environment: environment)
+        ///
+        /// - Parameter machineWide: whether the broker serves the whole machine (the system bus): then only the
+        ///   folders of `$XDG_DATA_DIRS`, not its own user's `$XDG_DATA_HOME`.
+        public static func defaultSchemaDirectories(environment: [String: String], machineWide: Bool = false) -> [String] {
+            VendorSchemas.defaultDirectories(environment: environment, machineWide: machineWide)
         }
 
         /// The default ``backupInterval``: 15 minutes.

@@ -59,14 +59,16 @@ final class VendorSchemas: Sendable {
         folders = FolderWatch(queue: queue)
     }
 
-    /// The folders of `$XDG_DATA_HOME` (default `~/.local/share`) and `$XDG_DATA_DIRS` (default
-    /// `/usr/local/share:/usr/share`), each with `settingsbus/schemas` appended.
-    static func defaultDirectories(environment: [String: String]) -> [String] {
+    /// The folders of `$XDG_DATA_HOME` (default `~/.local/share`; not for a machine-wide broker) and
+    /// `$XDG_DATA_DIRS` (default `/usr/local/share:/usr/share`), each with `settingsbus/schemas` appended.
+    static func defaultDirectories(environment: [String: String], machineWide: Bool = false) -> [String] {
         var bases: [String] = []
-        if let home = environment["XDG_DATA_HOME"], home.hasPrefix("/") {
-            bases.append(home)
-        } else if let home = environment["HOME"], home.hasPrefix("/") {
-            bases.append(home + "/.local/share")
+        if !machineWide {
+            if let home = environment["XDG_DATA_HOME"], home.hasPrefix("/") {
+                bases.append(home)
+            } else if let home = environment["HOME"], home.hasPrefix("/") {
+                bases.append(home + "/.local/share")
+            }
         }
         let dirs = environment["XDG_DATA_DIRS"].flatMap { $0.isEmpty ? nil : $0 } ?? "/usr/local/share:/usr/share"
         bases += dirs.split(separator: ":").map(String.init).filter { $0.hasPrefix("/") }

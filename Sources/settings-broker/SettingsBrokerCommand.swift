@@ -31,7 +31,11 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
     @Option(help: "The bus to serve on: session, system, or a D-Bus address such as unix:path=/run/user/1000/bus.")
     var bus: String = "session"
 
-    @Option(help: "The store file (default: $XDG_CONFIG_HOME/settingsbus/settings.db).")
+    @Option(
+        help: """
+            The store file (default: $XDG_CONFIG_HOME/settingsbus/settings.db; with --bus system, \
+            /var/lib/settingsbus/settings.db).
+            """)
     var store: String?
 
     @Option(help: "Exit after this many seconds without a method call (D-Bus activation starts it again).")
@@ -129,12 +133,14 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
             }
         let service = BrokerService(
             configuration: .init(
-                bus: busChoice, storePath: store ?? Self.defaultStorePathMakingConfigHome(),
+                bus: busChoice,
+                storePath: store ?? (bus == "system" ? Self.systemStorePath : Self.defaultStorePathMakingConfigHome()),
                 durability: Durability(rawValue: durability) ?? .full,
                 idleExit: idleExit.map { .milliseconds(Int64($0 * 1000)) },
                 backupInterval: .milliseconds(Int64(backupInterval * 1000)),
                 schemaDirectories: schemaDirectories.isEmpty
-                    ? BrokerService.Configuration.defaultSchemaDirectories(environment: ProcessInfo.processInfo.environment)
+                    ? BrokerService.Configuration.defaultSchemaDirectories(
+                        environment: ProcessInfo.processInfo.environment, machineWide: bus == "system")
                     : schemaDirectories,
                 secretReaders: readers),
             logger: logger)
@@ -156,6 +162,10 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
 
     /// The exit status after the bus connection was lost (the store closed cleanly first).
     static let connectionLostStatus: Int32 = 3
+
+    /// The store of the machine-wide broker (`--bus system`), in the folder the system unit's `StateDirectory=`
+    /// makes.
+    static let systemStorePath = "/var/lib/settingsbus/settings.db"
 
     /// ``defaultStorePath()``, after making `$XDG_CONFIG_HOME` (`~/.config`, mode `0700`) if it is missing and
     /// the folder above it exists: the broker makes the store's own folder, never a missing home folder.
