@@ -48,7 +48,7 @@ enum KeyMapping {
 enum ValueConversion {
     /// `value` as `type`.
     ///
-    /// - Throws: ``SettingsError/Code/typeMismatch`` when the value is not of a type that converts to `type`.
+    /// - Throws: `SettingsError.Code.typeMismatch` when the value is not of a type that converts to `type`.
     static func content(of value: DBusValue, as type: ConfigType, key: SettingPath) throws(SettingsError)
         -> ConfigContent
     {

@@ -13,17 +13,17 @@ import Synchronization
 /// `font-size`) reads the setting `/org/example/editor/font-size`. Components are used as they are, so a key
 /// is written the way settings keys are (`font-size`, not `fontSize`, which would be the setting `fontSize`); a
 /// component that is not a valid segment of a setting key (empty, or with a character other than
-/// `[A-Za-z0-9._-]`) makes the lookup throw ``SettingsError/Code/invalidKey``. To use other names, wrap the
+/// `[A-Za-z0-9._-]`) makes the lookup throw `SettingsError.Code.invalidKey`. To use other names, wrap the
 /// provider in swift-configuration's `KeyMappingProvider`. A key's context is not used.
 ///
 /// Values are converted to the type the reader asks for: `string` from a string or an object path; `int` from
 /// any integer type that fits in `Int`; `double` from a double or an integer; `bool` from a boolean; `bytes`
 /// from `ay`; the array types from arrays of those, and `byteChunkArray` from `aay`. Any other value makes the
-/// lookup throw ``SettingsError/Code/typeMismatch``, naming the key, the value's type and the type asked for.
+/// lookup throw `SettingsError.Code.typeMismatch`, naming the key, the value's type and the type asked for.
 /// A key without a value below the directory is not found (the reader moves on to its next provider).
 ///
 /// ``init(store:directory:name:secretsSpecifier:)`` reads the directory and starts watching it: the provider
-/// keeps the directory's values current from the store's changes (``SettingsStore/updates(of:)``), so
+/// keeps the directory's values current from the store's changes (`SettingsStore/updates(of:)`), so
 /// ``value(forKey:type:)`` and ``snapshot()``, which the protocol requires to be synchronous, answer from that
 /// copy at once, and ``watchValue(forKey:type:updatesHandler:)`` and ``watchSnapshot(updatesHandler:)`` see
 /// each change made by any process, as soon as the change's signal arrives. ``fetchValue(forKey:type:)`` reads
@@ -32,13 +32,13 @@ import Synchronization
 /// provider keeps every value below it.
 ///
 /// ```swift
-/// let settings = BusSettingsStore()
-/// let provider = try await SettingsBusProvider(store: settings, directory: SettingDirectory("/org/example/"))
-/// let config = ConfigReader(providers: [
-///     EnvironmentVariablesProvider(),
-///     provider,
-/// ])
-/// let fontSize = config.int(forKey: "editor.font-size", default: 12)
+/// func editorConfiguration(settings: some SettingsStore) async throws -> ConfigReader {
+///     let provider = try await SettingsBusProvider(store: settings, directory: SettingDirectory("/org/example/"))
+///     return ConfigReader(providers: [EnvironmentVariablesProvider(), provider])
+/// }
+///
+/// let config = try await editorConfiguration(settings: BusSettingsStore())
+/// let fontSize = config.int(forKey: "editor.font-size", default: 12)      // /org/example/editor/font-size
 /// ```
 public final class SettingsBusProvider: Sendable {
     /// The directory whose keys the provider serves.
@@ -51,13 +51,13 @@ public final class SettingsBusProvider: Sendable {
     /// Reads a directory of a store and starts following its changes.
     ///
     /// - Parameters:
-    ///   - store: the store: a ``BusSettingsStore`` in an app, an ``InMemorySettingsStore`` in tests.
+    ///   - store: the store: a `BusSettingsStore` in an app, an `InMemorySettingsStore` in tests.
     ///   - directory: the directory whose keys the provider serves.
     ///   - name: a name shown in the provider's name (`SettingsBusProvider[name]`), as swift-configuration's
     ///     providers do.
     ///   - secretsSpecifier: which values are secret (redacted in access logs), by setting key
     ///     (`/org/example/api-token`) and value.
-    /// - Throws: ``SettingsError`` when the directory cannot be read (the broker is unreachable, say).
+    /// - Throws: `SettingsError` when the directory cannot be read (the broker is unreachable, say).
     public init(
         store: some SettingsStore,
         directory: SettingDirectory,
@@ -96,7 +96,7 @@ public final class SettingsBusProvider: Sendable {
     /// let key = try provider.settingKey(for: AbsoluteConfigKey(["editor", "font-size"]))
     /// // key.rawValue == "/org/example/editor/font-size"
     /// ```
-    /// - Throws: ``SettingsError/Code/invalidKey`` when a component is not a segment of a setting key.
+    /// - Throws: `SettingsError.Code.invalidKey` when a component is not a segment of a setting key.
     public func settingKey(for key: AbsoluteConfigKey) throws(SettingsError) -> SettingPath {
         try KeyMapping.settingKey(for: key, in: directory)
     }

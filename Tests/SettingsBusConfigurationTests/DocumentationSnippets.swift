@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
-// The README's samples of "Using swift-configuration", word for word (DocumentationTests checks that each is
-// here), so that a sample that stops compiling fails the build.
+// The samples of the README's "Using swift-configuration" and of the library's documentation comments, word
+// for word (DocumentationTests checks that each is here), so that a sample that stops compiling fails the build.
 
 import Configuration
 import SettingsBus
@@ -21,4 +21,11 @@ func followTheFontSizeOnTheSessionBus() async throws {
         for await size in sizes { print("font size: \(size)") }          // each change, by any process
     }
     _ = fontSize
+}
+
+/// The sample of `SettingsBusProvider.settingKey(for:)`.
+func settingKeyOfTheFontSize(provider: SettingsBusProvider) throws -> SettingPath {
+    let key = try provider.settingKey(for: AbsoluteConfigKey(["editor", "font-size"]))
+    // key.rawValue == "/org/example/editor/font-size"
+    return key
 }
