@@ -15,12 +15,16 @@ let swiftSettings: [SwiftSetting] = [
 /// every package a dependency declares, unless each use of it is conditioned on a trait that is off).
 let tools: TargetDependencyCondition? = .when(traits: ["Tools"])
 
+/// swift-configuration is resolved only with the trait `Configuration`, for the same reason.
+let configuration: TargetDependencyCondition? = .when(traits: ["Configuration"])
+
 let package = Package(
     name: "SettingsBus",
     products: [
         .library(name: "DBus", targets: ["DBus"]),
         .library(name: "SettingsModel", targets: ["SettingsModel"]),
         .library(name: "SettingsBus", targets: ["SettingsBus"]),
+        .library(name: "SettingsBusConfiguration", targets: ["SettingsBusConfiguration"]),
         .library(name: "SettingsBusTesting", targets: ["SettingsBusTesting"]),
         .executable(name: "settings-broker", targets: ["settings-broker"]),
         .executable(name: "settings-bench", targets: ["settings-bench"]),
@@ -34,13 +38,21 @@ let package = Package(
                 (swift-argument-parser, swift-log, swift-service-lifecycle, swift-collections). On by default; an \
                 app that depends on the SettingsBus library writes `traits: []` and resolves none of them.
                 """),
-        .default(enabledTraits: ["Tools"]),
+        .trait(
+            name: "Configuration",
+            description: """
+                The SettingsBusConfiguration library: a swift-configuration provider over a directory of the \
+                settings bus, with swift-configuration (none of its own traits). On by default; an app that uses \
+                it writes `traits: ["Configuration"]`.
+                """),
+        .default(enabledTraits: ["Tools", "Configuration"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0", traits: []),
     ],
     targets: [
         .systemLibrary(
@@ -78,6 +90,15 @@ let package = Package(
         .target(
             name: "SettingsBus",
             dependencies: ["DBus", "SettingsModel"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "SettingsBusConfiguration",
+            dependencies: [
+                "DBus",
+                "SettingsBus",
+                .product(name: "Configuration", package: "swift-configuration", condition: configuration),
+            ],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
@@ -163,6 +184,18 @@ let package = Package(
         .testTarget(
             name: "SettingsBusTests",
             dependencies: ["SettingsBus", "SettingsModel", "DBus", "SettingsBusTesting", "ThemeSettings"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SettingsBusConfigurationTests",
+            dependencies: [
+                "SettingsBusConfiguration",
+                "SettingsBus",
+                "DBus",
+                "SettingsBusTesting",
+                .product(name: "Configuration", package: "swift-configuration", condition: configuration),
+                .product(name: "ConfigurationTesting", package: "swift-configuration", condition: configuration),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

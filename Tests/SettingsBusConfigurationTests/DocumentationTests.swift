@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import Configuration
+import DBus
+import Foundation
+import SettingsBus
+import SettingsBusTesting
+import Testing
+
+/// The samples of the README's section "Using swift-configuration" and of the documentation comments are
+/// compiled (DocumentationSnippets.swift), and run on a private bus with the real broker.
+@Suite(.timeLimit(.minutes(2)))
+struct DocumentationTests {
+    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+
+    /// The Swift blocks of the README's section and of the library's documentation comments, each line without
+    /// its leading spaces (and `///`).
+    static func sampleBlocks() throws -> [[String]] {
+        let readme = try String(contentsOf: repository.appendingPathComponent("README.md"), encoding: .utf8)
+        let start = try #require(readme.range(of: "\n## Using swift-configuration\n"))
+        let rest = readme[start.upperBound...]
+        let section = rest.range(of: "\n## ").map { rest[..<$0.lowerBound] } ?? rest
+        let sources = repository.appendingPathComponent("Sources/SettingsBusConfiguration")
+        var texts = [String(section)]
+        for file in try FileManager.default.contentsOfDirectory(atPath: sources.path) where file.hasSuffix(".swift") {
+            let text = try String(contentsOf: sources.appendingPathComponent(file), encoding: .utf8)
+            texts.append(
+                text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+                    .filter { $0.hasPrefix("///") }.map { $0.dropFirst(3) }.joined(separator: "\n"))
+        }
+        return texts.flatMap(swiftBlocks)
+    }
+
+    /// The Swift blocks of a Markdown text, each line without its leading spaces.
+    static func swiftBlocks(_ markdown: String) -> [[String]] {
+        var blocks: [[String]] = []
+        var current: [String]?
+        for line in markdown.split(separator: "\n", omittingEmptySubsequences: false) {
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            if current == nil, trimmed == "```swift" {
+                current = []
+            } else if current != nil, trimmed == "```" {
+                blocks.append(current!)
+                current = nil
+            } else if current != nil, !trimmed.isEmpty {
+                current!.append(trimmed)
+            }
+        }
+        return blocks
+    }
+
+    @Test func everySampleOfTheSectionIsCompiled() throws {
+        let snippets = try String(
+            contentsOf: Self.repository.appendingPathComponent(
+                "Tests/SettingsBusConfigurationTests/DocumentationSnippets.swift"),
+            encoding: .utf8)
+        let compiled = snippets.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+            .filter { !$0.isEmpty }
+        let blocks = try Self.sampleBlocks()
+        #expect(blocks.count >= 3)
+        for block in blocks {
+            // Each line of the block, in order, in the compiled file (the top-level lines sit in a function).
+            var remaining = compiled[...]
+            for line in block {
+                guard let found = remaining.firstIndex(of: line) else {
+                    Issue.record("a line of a sample is not compiled: \(line)")
+                    break
+                }
+                remaining = remaining[(found + 1)...]
+            }
+        }
+    }
+
+    @Test func theSampleReadsAndFollowsTheBus() async throws {
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus)
+            let settings = BusSettingsStore(bus: .address(bus.address))
+            try await settings.set(SettingKey<Int32>("/org/example/editor/font-size", default: 12), to: 14)
+            let config = try await editorConfiguration(settings: settings)
+            #expect(config.int(forKey: "editor.font-size", default: 12) == 14)
+            try await config.watchInt(forKey: "editor.font-size", default: 12) { sizes in
+                var sizes = sizes.makeAsyncIterator()
+                #expect(try await sizes.next() == 14)
+                try await settings.reset(SettingKey<Int32>("/org/example/editor/font-size", default: 12))
+                #expect(try await sizes.next() == 12)
+            }
+            await settings.close()
+            #expect(await broker.stop() == 0)
+        }
+    }
+}
