@@ -86,9 +86,9 @@ public enum SettingsInterface {
                 name: name, inputs: inputs, outputs: [.init("serial", .uint64)],
                 deferred: { call, reply in
                     activity()
-                    @Sendable func stage(runner: DurableStore.CommitRunner?) {
+                    @Sendable func stage(placement: (any CommitPlacement)?) {
                         do throws(SettingsError) {
-                            store.submit(try changeset(call), runner: runner) { result in
+                            store.submit(try changeset(call), placement: placement) { result in
                                 reply.send(result.map { [.uint64($0)] }.mapError { $0.dbusError })
                             }
                         } catch {
@@ -96,9 +96,9 @@ public enum SettingsInterface {
                         }
                     }
                     if handOff.isBusy || slow(call) {
-                        handOff.run { stage(runner: nil) }
+                        handOff.run { stage(placement: nil) }
                     } else {
-                        stage(runner: reply.afterDispatch)
+                        stage(placement: AfterDispatch(reply: reply))
                     }
                 })
         }
