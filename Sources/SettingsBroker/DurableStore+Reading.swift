@@ -211,15 +211,9 @@ struct CommittedState {
         Self.effectiveValue(userValue(key), schemas[key])
     }
 
-    /// The effective value of a key with this user value and schema: the user value when the schema accepts
-    /// it (its type, range and choices; `SettingSchema.accepts(_:)`), else the default.
+    /// The effective value of a key with this user value and schema (``SettingsRules/effectiveValue(_:_:)``).
     static func effectiveValue(_ user: UserValue?, _ schema: SettingSchema?) -> DBusValue? {
-        guard let user else { return schema?.defaultValue }
-        guard let schema else { return user.value }
-        guard schema.type == user.type else { return schema.defaultValue }
-        if schema.range == nil && schema.choices == nil { return user.value }
-        let value = user.value
-        return schema.accepts(value) ? value : schema.defaultValue
+        SettingsRules.effectiveValue(user, schema)
     }
 
     /// The effective value, or nil and `withheld` when the key is secret and `includingSecret` is false; one

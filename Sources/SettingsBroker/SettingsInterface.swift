@@ -89,9 +89,9 @@ public enum SettingsInterface {
                 deferred: { call, reply in
                     activity()
                     let request = Result { () throws(SettingsError) in try Request(call.arguments) }
-                    @Sendable func stage(runner: DurableStore.CommitRunner?) {
+                    @Sendable func stage(placement: (any CommitPlacement)?) {
                         do throws(SettingsError) {
-                            store.submit(try changeset(call, try request.get()), runner: runner) { result in
+                            store.submit(try changeset(call, try request.get()), placement: placement) { result in
                                 reply.send(
                                     result.map { Settings1.SerialReply(serial: $0).body }.mapError { $0.dbusError })
                             }
@@ -100,9 +100,9 @@ public enum SettingsInterface {
                         }
                     }
                     if handOff.isBusy || (try? request.get()).map(slow) == true {
-                        handOff.run { stage(runner: nil) }
+                        handOff.run { stage(placement: nil) }
                     } else {
-                        stage(runner: reply.afterDispatch)
+                        stage(placement: AfterDispatch(reply: reply))
                     }
                 })
         }

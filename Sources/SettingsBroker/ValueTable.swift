@@ -21,7 +21,7 @@ struct ValueTable {
     private(set) var order = SortedKeys()
 
     /// A user value and the serial of the commit that stored it.
-    struct UserValue {
+    struct UserValue: StoredSettingValue {
         /// The serial of the commit that stored the value.
         var serial: UInt64
         private var stored: StoredValue

@@ -13,24 +13,33 @@ public import SettingsModel
 /// ```
 public final class InMemorySettingsStore: SettingsStore {
     private struct State {
-        var values: [SettingPath: DBusValue] = [:]
-        var schemas: [SettingPath: SettingSchema] = [:]
-        /// The serial of each key's last change, kept after a reset so compare-and-set sees removals.
-        var changed: [SettingPath: UInt64] = [:]
-        var serial: UInt64 = 0
+        /// Values, schemas and serials, under the rules the broker follows (``SettingsModel/SettingsRules``).
+        var settings = SettingsState()
         var nextWatcher: UInt64 = 0
         var watchers: [UInt64: (location: SettingLocation, continuation: AsyncStream<SettingsUpdate>.Continuation)] = [:]
 
-        func effective(_ key: SettingPath) -> DBusValue? {
-            if let value = values[key] {
-                guard let schema = schemas[key] else { return value }
-                if schema.accepts(value) { return value }
-            }
-            return schemas[key]?.defaultValue
-        }
+        func effective(_ key: SettingPath) -> DBusValue? { settings.effectiveValue(of: key) }
 
-        func keys(under directory: SettingDirectory) -> Set<SettingPath> {
-            Set(values.keys.filter(directory.contains)).union(schemas.keys.filter(directory.contains))
+        func keys(under directory: SettingDirectory) -> Set<SettingPath> { settings.keys(under: directory) }
+
+        /// Commits a write and tells the watchers what it changed; nil when it changes nothing.
+        mutating func commit(
+            sets: [(key: SettingPath, value: DBusValue)], resets: [SettingLocation] = [],
+            registrations: [(key: SettingPath, schema: SettingSchema)] = [], replacing: Bool = false,
+            ifSerial: UInt64? = nil, origin: String
+        ) throws(SettingsError) -> UInt64? {
+            guard
+                let commit = try settings.commit(
+                    sets: sets, resets: resets, registrations: registrations, replacing: replacing, ifSerial: ifSerial)
+            else { return nil }
+            var update = SettingsUpdate(kind: .change, values: [:], removed: [], serial: commit.serial, origin: origin)
+            // A secret key's value stays in the process: it is reported like any other.
+            for changed in commit.changed {
+                if let value = changed.value { update.values[changed.key] = value } else { update.removed.insert(changed.key) }
+            }
+            // Delivered under the lock, so watchers see commits in serial order.
+            if !commit.changed.isEmpty { InMemorySettingsStore.deliver(update, to: watchers.values) }
+            return commit.serial
         }
     }
 
@@ -54,7 +63,7 @@ public final class InMemorySettingsStore: SettingsStore {
         state.withLock { state in
             var values: [SettingPath: DBusValue] = [:]
             for key in keys { values[key] = state.effective(key) }
-            return SettingsSnapshot(values: values, serial: state.serial)
+            return SettingsSnapshot(values: values, serial: state.settings.serial)
         }
     }
 
@@ -62,7 +71,7 @@ public final class InMemorySettingsStore: SettingsStore {
         state.withLock { state in
             var values: [SettingPath: DBusValue] = [:]
             for key in state.keys(under: directory) { values[key] = state.effective(key) }
-            return SettingsSnapshot(values: values, serial: state.serial)
+            return SettingsSnapshot(values: values, serial: state.settings.serial)
         }
     }
 
@@ -80,82 +89,28 @@ public final class InMemorySettingsStore: SettingsStore {
 
     @discardableResult
     public func commit(_ transaction: SettingsTransaction) async throws(SettingsError) -> UInt64 {
-        let update = try state.withLock { state throws(SettingsError) -> SettingsUpdate? in
-            // Check everything first: a refused transaction stores nothing. A value of a narrower type that
-            // converts without loss is stored as the registered type, as the broker does.
-            var sets = transaction.sets
-            for (key, value) in transaction.sets {
-                try value.validateForStorage(at: key)
-                guard let schema = state.schemas[key] else { continue }
-                if value.type != schema.type, let converted = value.losslesslyConverted(to: schema.type) {
-                    sets[key] = converted
-                }
-                try schema.validate(sets[key]!, for: key)
-            }
-            var resetKeys = Set<SettingPath>()
-            for location in transaction.resets {
-                switch location {
-                case .key(let key): resetKeys.insert(key)
-                case .directory(let directory): resetKeys.formUnion(state.values.keys.filter(directory.contains))
-                }
-            }
-            if let ifSerial = transaction.ifSerial {
-                var touched = Set(transaction.sets.keys).union(resetKeys)
-                for case .directory(let directory) in transaction.resets {
-                    touched.formUnion(state.changed.keys.filter(directory.contains))
-                }
-                if let key = touched.sorted().first(where: { (state.changed[$0] ?? 0) > ifSerial }) {
-                    throw .conflict("\(key) changed at serial \(state.changed[key]!), after serial \(ifSerial)")
-                }
-            }
-            let writes = resetKeys.filter { state.values[$0] != nil && transaction.sets[$0] == nil }
-            guard !transaction.sets.isEmpty || !writes.isEmpty else { return nil }
-            state.serial += 1
-            let serial = state.serial
-            var update = SettingsUpdate(kind: .change, values: [:], removed: [], serial: serial, origin: origin)
-            for key in writes {
-                state.values[key] = nil
-                state.changed[key] = serial
-            }
-            for (key, value) in sets {
-                state.values[key] = value
-                state.changed[key] = serial
-            }
-            for key in writes.union(transaction.sets.keys) {
-                if let value = state.effective(key) { update.values[key] = value } else { update.removed.insert(key) }
-            }
-            // Delivered under the lock, so watchers see commits in serial order.
-            Self.deliver(update, to: state.watchers.values)
-            return update
+        try state.withLock { state throws(SettingsError) in
+            // Checked whole first: a refused transaction stores nothing.
+            try state.commit(
+                sets: transaction.sets.map { ($0.key, $0.value) }, resets: transaction.resets,
+                ifSerial: transaction.ifSerial, origin: origin) ?? state.settings.serial
         }
-        guard let update else { return state.withLock { $0.serial } }
-        return update.serial
     }
 
+    /// Registers schemas as the broker does: one commit, which converts a stored value of a narrower type and
+    /// reports keys whose effective value the new schemas change.
     public func register(_ schemas: [SettingPath: SettingSchema], replacing: Bool) async throws(SettingsError) {
         try state.withLock { state throws(SettingsError) in
-            for (key, schema) in schemas {
-                try schema.validate(for: key)
-                if let existing = state.schemas[key] {
-                    _ = try existing.checkEvolution(to: schema, for: key, replacing: replacing)
-                }
-            }
-            for (key, schema) in schemas {
-                state.schemas[key] = schema
-                // A stored value that converts to the schema's type without loss is converted.
-                if let stored = state.values[key], stored.type != schema.type,
-                    let converted = stored.losslesslyConverted(to: schema.type), schema.accepts(converted)
-                {
-                    state.values[key] = converted
-                }
-            }
+            _ = try state.commit(
+                sets: [], registrations: schemas.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
+                replacing: replacing, origin: origin)
         }
     }
 
     public func describe(_ key: SettingPath) async throws(SettingsError) -> SettingDescription {
         try state.withLock { state throws(SettingsError) in
-            let schema = state.schemas[key]
-            let user = state.values[key]
+            let schema = state.settings.schemas[key]
+            let user = state.settings.values[key]
             guard schema != nil || user != nil else {
                 throw .unknownKey("\(key) has no value and no registered schema")
             }
@@ -163,7 +118,7 @@ public final class InMemorySettingsStore: SettingsStore {
             if let schema, let user { problem = schema.whyNotServed(user) }
             return SettingDescription(
                 key: key, schema: schema, userValue: schema?.isSecret == true ? nil : user,
-                type: schema?.type ?? user?.type, isWritable: true, serial: state.changed[key], problem: problem)
+                type: schema?.type ?? user?.type, isWritable: true, serial: state.settings.changes[key], problem: problem)
         }
     }
 
@@ -192,7 +147,7 @@ public final class InMemorySettingsStore: SettingsStore {
             }
             let removed: Set<SettingPath> = if case .key(let key) = location, values[key] == nil { [key] } else { [] }
             continuation.yield(
-                SettingsUpdate(kind: .snapshot, values: values, removed: removed, serial: state.serial, origin: nil))
+                SettingsUpdate(kind: .snapshot, values: values, removed: removed, serial: state.settings.serial, origin: nil))
             return id
         }
         continuation.onTermination = { [weak self] _ in
@@ -203,11 +158,11 @@ public final class InMemorySettingsStore: SettingsStore {
 
     /// Every key is local: the value is always known.
     public func cachedValue(of key: SettingPath) -> CachedSetting? {
-        state.withLock { CachedSetting(value: $0.effective(key), serial: $0.serial) }
+        state.withLock { CachedSetting(value: $0.effective(key), serial: $0.settings.serial) }
     }
 
     /// Sends an update to the watchers whose location it touches.
-    private static func deliver(
+    fileprivate static func deliver(
         _ update: SettingsUpdate,
         to watchers: some Sequence<(location: SettingLocation, continuation: AsyncStream<SettingsUpdate>.Continuation)>
     ) {

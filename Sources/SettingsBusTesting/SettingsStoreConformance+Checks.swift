@@ -78,6 +78,36 @@ extension SettingsStoreConformance {
             try await store.commit(transaction)
             try expectEqual(try await store.read([wide.path]).values[wide.path], .int64(14), "an int32 stored in an Int key")
         },
+        Check(name: "registrationIsACommitThatReportsWhatItChanges") { store, dir in
+            let refused = try dir.key(named: "refused")
+            let narrow = try dir.key(named: "narrow")
+            var raw = SettingsTransaction()
+            raw.set(refused, to: .string("loud"))
+            raw.set(narrow, to: .int32(14))
+            try await store.commit(raw)
+            let changes = Collector(store.updates(of: .directory(dir)))
+            defer { changes.stop() }
+            let snapshot = try await changes.next()
+            // A schema that refuses the stored value: the key reads its default, and watchers hear of it.
+            try await store.register(SettingKey(refused, default: Int32(5)))
+            let first = try await changes.next()
+            try expectEqual(first.values, [refused: .int32(5)], "the change a refusing schema made")
+            try expect(first.serial > snapshot.serial, "a registration kept serial \(first.serial)")
+            try expectEqual(try await store.read([refused]).serial, first.serial, "the serial after registering")
+            // A stored value of a narrower type is converted in the registration's own commit.
+            try await store.register(SettingKey(narrow, default: 0))
+            let second = try await changes.next()
+            try expectEqual(second.values, [narrow: .int64(14)], "the change a converting schema made")
+            try expectEqual(try await store.describe(narrow).serial, second.serial, "the serial of the conversion")
+            // A default appearing for a key without a value is not reported: the next change is a write.
+            try await store.register(SettingKey(try dir.key(named: "unset"), default: "x"))
+            var write = SettingsTransaction()
+            write.set(refused, to: .int32(6))
+            let serial = try await store.commit(write)
+            let third = try await changes.next()
+            try expectEqual(third.values, [refused: .int32(6)], "the change after registering an unset key")
+            try expectEqual(third.serial, serial, "the serial of that change")
+        },
         Check(name: "transactionIsAtomic") { store, dir in
             let good = SettingKey(try dir.key(named: "good"), default: 0)
             let bad = SettingKey(try dir.key(named: "bad"), default: Int32(0)).range(0...10)

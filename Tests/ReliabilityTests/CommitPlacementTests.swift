@@ -76,33 +76,39 @@ struct CommitPlacementTests {
 
     /// Where a submitted changeset was committed, and its answer.
     struct Placement {
-        /// Whether the store gave the runner the commit.
+        /// Whether the store gave the placement the commit.
         var offered: Bool
-        /// Whether the commit ran where the runner put it (its thread answered the writer).
+        /// Whether the commit ran where the placement put it (its thread answered the writer).
         var ranThere: Bool
         var result: Result<UInt64, SettingsError>
     }
 
-    /// Submits a changeset with a runner that keeps the work it is given and runs it on a thread of its own,
+    /// A placement that keeps the steps it is given, for the test to run.
+    struct Keeping: CommitPlacement {
+        let works: Locked<[@Sendable () -> Void]>
+
+        func place(_ step: @escaping @Sendable () -> Void) -> Bool {
+            works.withLock { $0.append(step) }
+            return true
+        }
+    }
+
+    /// Submits a changeset with a placement that keeps the work it is given and runs it on a thread of its own,
     /// as a connection's thread would, and says where the changeset was committed.
     static func place(_ changeset: Changeset, in store: DurableStore) async throws -> Placement {
         let works = Locked<[@Sendable () -> Void]>([])
         let answers = Mailbox<(thread: pthread_t, result: Result<UInt64, SettingsError>)>()
         let serialBefore = store.serial
-        let runner: DurableStore.CommitRunner = { work in
-            works.withLock { $0.append(work) }
-            return true
-        }
-        store.submit(changeset, runner: runner) { result in answers.push((pthread_self(), result)) }
+        store.submit(changeset, placement: Keeping(works: works)) { result in answers.push((pthread_self(), result)) }
         let work = works.withLock { $0 }
         #expect(work.count <= 1)
-        var runnerThread: pthread_t?
-        // The runner's thread stays alive until the answer is in: an ended thread's id can be reused by the
+        var placementThread: pthread_t?
+        // The placement's thread stays alive until the answer is in: an ended thread's id can be reused by the
         // thread that answers.
         let done = DispatchSemaphore(value: 0)
-        defer { if runnerThread != nil { done.signal() } }
+        defer { if placementThread != nil { done.signal() } }
         if let work = work.first {
-            // Nothing is committed before the runner runs the work it was given.
+            // Nothing is committed before the placement runs the work it was given.
             #expect(store.serial == serialBefore)
             let ranOn = Mailbox<pthread_t>()
             Thread {
@@ -111,16 +117,16 @@ struct CommitPlacementTests {
                 done.wait()
             }.start()
             guard case .element(let thread) = await ranOn.next(timeLimit: .seconds(10)) else {
-                throw TestFailure("the runner's thread did not start")
+                throw TestFailure("the placement's thread did not start")
             }
-            runnerThread = thread
+            placementThread = thread
         }
         guard case .element(let answer) = await answers.next(timeLimit: .seconds(10)) else {
             throw TestFailure("the changeset was not committed")
         }
         // The writer is answered before the commit ends: wait for its end, so the next submit starts a commit.
         await store.flush()
-        return Placement(offered: runnerThread != nil, ranThere: runnerThread == answer.thread, result: answer.result)
+        return Placement(offered: placementThread != nil, ranThere: placementThread == answer.thread, result: answer.result)
     }
 
     static func one(_ key: String, _ value: Int32) throws -> Changeset {
@@ -134,7 +140,7 @@ struct CommitPlacementTests {
         // No commit counts as slow here, however loaded the machine (the next test covers slow ones).
         store.setSlowCommit(.seconds(60))
 
-        // A one-key write commits on the runner's thread, which answers the writer.
+        // A one-key write commits on the placement's thread, which answers the writer.
         let small = try await Self.place(try Self.one("/test/place/one", 1), in: store)
         #expect(small.offered && small.ranThere)
         #expect(try small.result.get() == store.serial)
@@ -161,10 +167,10 @@ struct CommitPlacementTests {
 
         // Given: every commit counts as slow.
         store.setSlowCommit(.zero)
-        // The first small commit runs where the runner puts it; it is slow.
+        // The first small commit runs where the placement puts it; it is slow.
         let first = try await Self.place(try Self.one("/test/slow/a", 1), in: store)
         #expect(first.offered && first.ranThere)
-        // So the next is not offered to the runner: the commit queue writes it.
+        // So the next is not offered to the placement: the commit queue writes it.
         let second = try await Self.place(try Self.one("/test/slow/a", 2), in: store)
         #expect(!second.offered && !second.ranThere)
         #expect(try second.result.get() == store.serial)
@@ -173,7 +179,7 @@ struct CommitPlacementTests {
         store.setSlowCommit(.seconds(60))
         let third = try await Self.place(try Self.one("/test/slow/a", 3), in: store)
         #expect(!third.offered)
-        // then small commits run where the runner puts them again.
+        // then small commits run where the placement puts them again.
         let fourth = try await Self.place(try Self.one("/test/slow/a", 4), in: store)
         #expect(fourth.offered && fourth.ranThere)
         #expect(try store.get(try SettingPath("/test/slow/a")) == .int32(4))
