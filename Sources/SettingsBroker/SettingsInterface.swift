@@ -196,7 +196,7 @@ public enum SettingsInterface {
         return DBusInterface(
             name: SettingsBusNames.interface,
             methods: methods,
-            signals: [DBusSignal(name: Settings1.ChangedSignal.member, arguments: Settings1.ChangedSignal.arguments)],
+            signals: Settings1.signals.map { DBusSignal(name: $0.member, arguments: $0.arguments) },
             properties: [
                 DBusProperty(
                     name: Settings1.Property.serial.name, type: Settings1.Property.serial.type, changeSignal: .none

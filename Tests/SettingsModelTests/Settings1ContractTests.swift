@@ -89,11 +89,14 @@ struct Settings1ContractTests {
         Sample(
             Settings1.ChangedSignal(path: .key(key("/a/b")), values: [:], removed: [], serial: 4, origin: ""),
             "nothing carried"),
+        Sample(
+            Settings1.DescriptionChangedSignal(
+                path: .directory(directory("/a/")), keys: ["/a/b", "/a/c/d"], serial: 5, origin: "administrator")),
     ]
 
     /// Every type of the contract: each method's request and reply, and the signal.
     static var allTypes: [any Settings1.MessageBody.Type] {
-        var types: [any Settings1.MessageBody.Type] = [Settings1.ChangedSignal.self]
+        var types: [any Settings1.MessageBody.Type] = Settings1.signals
         for request in Settings1.requests {
             types.append(request)
             types.append(replyType(of: request))
@@ -428,10 +431,22 @@ struct Settings1ContractTests {
             #expect(xml.inputs[name] == request.inputs, "the inputs of \(name)")
             #expect(xml.outputs[name] == request.outputs, "the outputs of \(name)")
         }
-        #expect(xml.signals == [Settings1.ChangedSignal.member.rawValue: Settings1.ChangedSignal.arguments])
+        #expect(
+            xml.signals
+                == Dictionary(uniqueKeysWithValues: Settings1.signals.map { ($0.member.rawValue, $0.arguments) }))
         #expect(
             xml.properties
                 == Dictionary(
                     uniqueKeysWithValues: [Settings1.Property.serial, .version].map { ($0.name.rawValue, $0.type) }))
+    }
+
+    @Test func aDescriptionChangeCoversItsKeys() throws {
+        let one = try #require(Settings1.DescriptionChangedSignal(keys: [Self.key("/a/b")], serial: 1, origin: "x"))
+        #expect(one.path == .key(Self.key("/a/b")))
+        let many = try #require(
+            Settings1.DescriptionChangedSignal(keys: [Self.key("/a/c/d"), Self.key("/a/b")], serial: 2, origin: "x"))
+        #expect(many.path == .directory(Self.directory("/a/")))
+        #expect(many.keys == ["/a/b", "/a/c/d"])
+        #expect(Settings1.DescriptionChangedSignal(keys: [SettingPath](), serial: 3, origin: "x") == nil)
     }
 }
