@@ -17,12 +17,12 @@ final class BrokerLink: Sendable {
         case closed
     }
 
-    let bus: DBusConnection.Bus
+    let bus: BusSettingsStore.Bus
     let busName: BusName
     let timeout: Duration
     private let state = Locked<Connection>(.none)
 
-    init(bus: DBusConnection.Bus, busName: BusName, timeout: Duration) {
+    init(bus: BusSettingsStore.Bus, busName: BusName, timeout: Duration) {
         self.bus = bus
         self.busName = busName
         self.timeout = timeout
@@ -46,7 +46,7 @@ final class BrokerLink: Sendable {
             case .closed: throw SettingsError(.disconnected, "the settings store was closed")
             case .none:
                 let bus = self.bus
-                let task = Task { try await DBusConnection.connect(to: bus) }
+                let task = Task { try await DBusConnection.connect(to: bus.connectionBus) }
                 state = .connecting(task)
                 return state
             }
@@ -126,7 +126,7 @@ final class BrokerLink: Sendable {
     }
 
     /// Maps a failure of a call to the broker onto a ``SettingsError``.
-    static func settingsError(_ error: any Error, bus: DBusConnection.Bus) -> SettingsError {
+    static func settingsError(_ error: any Error, bus: BusSettingsStore.Bus) -> SettingsError {
         if let error = error as? SettingsError { return error }
         if error is CancellationError { return SettingsError(.disconnected, "the call was cancelled") }
         guard let error = error as? DBusError else { return SettingsError(.brokerUnavailable, "\(error)") }
@@ -163,11 +163,11 @@ final class BrokerLink: Sendable {
         }
     }
 
-    private static func busDescription(_ bus: DBusConnection.Bus) -> String {
+    private static func busDescription(_ bus: BusSettingsStore.Bus) -> String {
         switch bus {
         case .session: return "session bus"
         case .system: return "system bus"
-        case .address(let address), .peer(let address): return "bus at \(address)"
+        case .address(let address): return "bus at \(address)"
         }
     }
 }

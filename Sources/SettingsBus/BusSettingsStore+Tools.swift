@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
-public import DBus
-public import SettingsModel
+package import DBus
+package import SettingsModel
 
 // MARK: - Calls for tools (package access: settingsctl, not apps)
 

@@ -22,6 +22,28 @@ public final class BusSettingsStore: SettingsStore {
     let link: BrokerLink
     let hub: WatchHub
 
+    /// The message bus a store connects to.
+    ///
+    /// The store's own type rather than `DBusConnection.Bus`: an app names a bus, and needs none of the
+    /// connection API (or its single-peer case, on which there is no broker to reach) to do so.
+    public enum Bus: Sendable, Hashable {
+        /// The user's session bus (`DBUS_SESSION_BUS_ADDRESS`).
+        case session
+        /// The system bus.
+        case system
+        /// A message bus at an explicit address, such as `unix:path=/run/user/1000/bus`.
+        case address(String)
+
+        /// The connection's bus.
+        var connectionBus: DBusConnection.Bus {
+            switch self {
+            case .session: .session
+            case .system: .system
+            case .address(let address): .address(address)
+            }
+        }
+    }
+
     /// Makes a store on a bus; nothing is connected until the first call.
     ///
     /// - Parameters:
@@ -29,7 +51,7 @@ public final class BusSettingsStore: SettingsStore {
     ///   - busName: the broker's bus name.
     ///   - timeout: how long a call waits for the broker.
     public init(
-        bus: DBusConnection.Bus = .session, busName: BusName = SettingsBusNames.busName,
+        bus: Bus = .session, busName: BusName = SettingsBusNames.busName,
         timeout: Duration = .seconds(25)
     ) {
         link = BrokerLink(bus: bus, busName: busName, timeout: timeout)
@@ -105,8 +127,10 @@ public final class BusSettingsStore: SettingsStore {
     ///
     /// - Returns: the serial of the commit.
     /// - Throws: `InvalidValue` for text that does not parse, and what ``commit(_:)`` throws.
+    ///
+    /// Package access: `settingsctl set` takes text; an app sets typed values.
     @discardableResult
-    public func setFromString(_ key: SettingPath, _ text: String) async throws(SettingsError) -> UInt64 {
+    package func setFromString(_ key: SettingPath, _ text: String) async throws(SettingsError) -> UInt64 {
         let serial = try await link.call(Settings1.SetFromStringRequest(key: key, text: text)).serial
         // The value is known only to the broker: the local copy serves the key again once it has caught up.
         var written = SettingsTransaction()

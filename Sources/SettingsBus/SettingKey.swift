@@ -136,8 +136,10 @@ public struct SettingKey<Value: SettingValue>: Sendable {
     /// Reads a stored effective value (nil: the key has none) as the key's type.
     ///
     /// - Returns: the value; when the stored value does not decode, the key's default and the reason.
+    ///
+    /// Package access: the typed API and the test kit use it; an app reads values through the store.
     @inlinable
-    public func decode(_ value: DBusValue?) -> (value: Value, mismatch: SettingsError?) {
+    package func decode(_ value: DBusValue?) -> (value: Value, mismatch: SettingsError?) {
         if let fixed = fixedValue { return (fixed, nil) }
         return Self.decode(value, default: defaultValue)
     }
@@ -156,7 +158,9 @@ public struct SettingKey<Value: SettingValue>: Sendable {
     /// The D-Bus type the key registers: the representation's, else the default value's.
     ///
     /// - Throws: `InvalidValue` when neither is known (an optional Codable key whose default is nil).
-    public func dbusType() throws(SettingsError) -> DBusType {
+    ///
+    /// Package access: ``schema()`` and the tests use it.
+    package func dbusType() throws(SettingsError) -> DBusType {
         if let type = Value.settingRepresentation.dbusType { return type }
         if let encoded = try Value.settingRepresentation.encode(defaultValue) { return encoded.type }
         throw .invalidValue(

@@ -70,14 +70,14 @@ extension SettingValue {
     /// Encodes the value with the type's representation; nil means "no value".
     ///
     /// - Throws: ``SettingsError`` `InvalidValue` when the value cannot be represented.
-    public func encodedSetting() throws(SettingsError) -> DBusValue? {
+    package func encodedSetting() throws(SettingsError) -> DBusValue? {
         try Self.settingRepresentation.encode(self)
     }
 
     /// Decodes a value with the type's representation.
     ///
     /// - Throws: ``SettingsError`` `TypeMismatch` when the value has another type or shape.
-    public init(decodingSetting value: DBusValue) throws(SettingsError) {
+    package init(decodingSetting value: DBusValue) throws(SettingsError) {
         self = try Self.settingRepresentation.decode(value)
     }
 }

@@ -13,22 +13,19 @@ import SettingsModel
 /// delivered are dropped. When the broker's name gets a new owner (a restart), the watch reads again and
 /// reports what changed meanwhile; when the connection is lost, it reconnects.
 ///
-/// All state is behind one lock; updates are yielded to subscribers under it, so each subscriber sees them
-/// in serial order, and the local copy is updated before any subscriber hears of a change.
+/// What each watch knows and how signals and reads change it is a ``WatchState``; this class does the bus
+/// side (subscribing, reading, reconnecting) and drives it. All state is behind one lock; updates are
+/// yielded to subscribers under it, so each subscriber sees them in serial order, and the local copy is
+/// updated before any subscriber hears of a change.
 final class WatchHub: Sendable {
     private struct Watch {
         var subscribers: [UInt64: UpdateChannel] = [:]
-        /// The effective values below the location; a key that is absent has no value.
-        var values: [SettingPath: DBusValue] = [:]
-        /// The serial the values are current at.
-        var delivered: UInt64 = 0
-        var ready = false
         var task: Task<Void, Never>?
-        /// Signals handed to the follow task that it has not applied yet: while there are any, later signals
-        /// go the same way, so that they are applied in order.
-        var forwarded = 0
-        /// Whether the follow task is reading the location again (its snapshot may be older than a signal).
-        var reading = false
+        var state: WatchState
+
+        init(location: SettingLocation) {
+            state = WatchState(location: location)
+        }
     }
 
     private struct State {
@@ -38,9 +35,7 @@ final class WatchHub: Sendable {
         /// with one lookup, without copying a watch out of ``watches``.
         private(set) var keyIndex: [SettingPath: (value: DBusValue?, serial: UInt64)] = [:]
         var directoryWatches = 0
-        /// Serials of this process's own writes: a local copy serves reads of a key only once it is at least
-        /// this new, so a process always reads its own writes.
-        var floors: [SettingLocation: UInt64] = [:]
+        var floors = WriteFloors()
         var nextID: UInt64 = 0
         var closed = false
 
@@ -58,7 +53,9 @@ final class WatchHub: Sendable {
             var entry: (value: DBusValue?, serial: UInt64)?
             func change(_ watch: inout Watch) -> Result {
                 let result = body(&watch)
-                if case .key(let key) = location, watch.ready { entry = (watch.values[key], watch.delivered) }
+                if case .key(let key) = location, watch.state.ready {
+                    entry = (watch.state.values[key], watch.state.delivered)
+                }
                 return result
             }
             let result = change(&watches.values[position])
@@ -69,8 +66,8 @@ final class WatchHub: Sendable {
         /// Brings ``keyIndex`` up to date with the watch now at `location`.
         private mutating func index(_ watch: Watch?, at location: SettingLocation) {
             guard case .key(let key) = location else { return }
-            if let watch, watch.ready {
-                keyIndex[key] = (watch.values[key], watch.delivered)
+            if let watch, watch.state.ready {
+                keyIndex[key] = (watch.state.values[key], watch.state.delivered)
             } else {
                 keyIndex[key] = nil
             }
@@ -80,10 +77,21 @@ final class WatchHub: Sendable {
             watches = [:]
             keyIndex = [:]
         }
+
+        /// Each watched location and the serial its copy is current at, for ``floors``.
+        var delivered: LazyMapCollection<[SettingLocation: Watch], (location: SettingLocation, delivered: UInt64)> {
+            watches.lazy.map { (location: $0.key, delivered: $0.value.state.delivered) }
+        }
+
+        /// Records a signal's outcome: passes its update to the watch's subscribers (done by the caller, under
+        /// the lock) and forgets the floors every watch has caught up with.
+        mutating func recorded(_ outcome: WatchState.Outcome) {
+            if case .recorded = outcome, !floors.isEmpty { floors.prune(watches: delivered) }
+        }
     }
 
     private enum Event: Sendable {
-        case signal(DBusMessage)
+        case signal(WatchState.Signal)
         case brokerStarted
         case retry
         case ended
@@ -104,13 +112,13 @@ final class WatchHub: Sendable {
             guard !state.closed else { return nil }
             let id = state.nextID
             state.nextID += 1
-            var watch = state.watches[location] ?? Watch()
+            var watch = state.watches[location] ?? Watch(location: location)
             if watch.task == nil {
                 if case .directory = location { state.directoryWatches += 1 }
                 watch.task = Task { [weak self] in await self?.run(location) }
             }
             watch.subscribers[id] = channel
-            if watch.ready { channel.yield(Self.snapshot(of: watch, at: location)) }
+            if let snapshot = watch.state.snapshot { channel.yield(snapshot) }
             state.setWatch(watch, at: location)
             return id
         }
@@ -148,12 +156,6 @@ final class WatchHub: Sendable {
         for channel in channels { channel.finish() }
     }
 
-    private static func snapshot(of watch: Watch, at location: SettingLocation) -> SettingsUpdate {
-        var removed: Set<SettingPath> = []
-        if case .key(let key) = location, watch.values[key] == nil { removed.insert(key) }
-        return SettingsUpdate(kind: .snapshot, values: watch.values, removed: removed, serial: watch.delivered, origin: nil)
-    }
-
     // MARK: - The local copy
 
     func cachedValue(of key: SettingPath) -> CachedSetting? {
@@ -162,15 +164,14 @@ final class WatchHub: Sendable {
             if state.floors.isEmpty, let entry = state.keyIndex[key] {
                 return CachedSetting(value: entry.value, serial: entry.serial)
             }
-            var floor: UInt64 = 0
-            for (location, serial) in state.floors where serial > floor && location.contains(key) { floor = serial }
-            if let watch = state.watches[.key(key)], watch.ready, watch.delivered >= floor {
+            let floor = state.floors.floor(for: key)
+            if let watch = state.watches[.key(key)]?.state, watch.ready, watch.delivered >= floor {
                 return CachedSetting(value: watch.values[key], serial: watch.delivered)
             }
             guard state.directoryWatches > 0 else { return nil }
-            for (location, watch) in state.watches where watch.ready && watch.delivered >= floor {
+            for (location, watch) in state.watches where watch.state.ready && watch.state.delivered >= floor {
                 if case .directory(let directory) = location, directory.contains(key) {
-                    return CachedSetting(value: watch.values[key], serial: watch.delivered)
+                    return CachedSetting(value: watch.state.values[key], serial: watch.state.delivered)
                 }
             }
             return nil
@@ -182,32 +183,8 @@ final class WatchHub: Sendable {
     func noteWrite(_ transaction: SettingsTransaction, serial: UInt64) {
         state.withLock { state in
             guard !state.watches.isEmpty else { return }
-            let watches = state.watches
-            func caughtUp(_ location: SettingLocation) -> Bool {
-                watches.allSatisfy { watched, watch in !Self.overlaps(watched, location) || watch.delivered >= serial }
-            }
-            for key in transaction.sets.keys where !caughtUp(.key(key)) {
-                state.floors[.key(key)] = max(state.floors[.key(key)] ?? 0, serial)
-            }
-            for location in transaction.resets where !caughtUp(location) {
-                state.floors[location] = max(state.floors[location] ?? 0, serial)
-            }
-        }
-    }
-
-    private static func overlaps(_ a: SettingLocation, _ b: SettingLocation) -> Bool {
-        switch (a, b) {
-        case (.key(let x), .key(let y)): return x == y
-        case (.directory(let d), .key(let k)), (.key(let k), .directory(let d)): return d.contains(k)
-        case (.directory(let x), .directory(let y)): return x.contains(y) || y.contains(x)
-        }
-    }
-
-    /// Forgets floors that every watch has caught up with.
-    private static func pruneFloors(_ state: inout State) {
-        guard !state.floors.isEmpty else { return }
-        state.floors = state.floors.filter { location, serial in
-            state.watches.contains { watched, watch in overlaps(watched, location) && watch.delivered < serial }
+            let written = transaction.sets.keys.lazy.map { SettingLocation.key($0) } + transaction.resets
+            state.floors.noteWrite(of: written, serial: serial, watches: state.delivered)
         }
     }
 
@@ -236,8 +213,8 @@ final class WatchHub: Sendable {
             path: SettingsBusNames.objectPath)
         rule.argumentPaths[0] = location.rawValue
         let (events, sink) = AsyncStream.makeStream(of: Event.self)
-        resetForwarding(location)
-        defer { resetForwarding(location) }
+        change(location) { $0.connected() }
+        defer { change(location) { $0.connected() } }
         // A signal is applied on the connection's thread as it is read, when nothing is ahead of it; otherwise
         // it goes into the event stream, to this task, which applies it in order.
         let signals: DBusSignalSubscription
@@ -246,7 +223,8 @@ final class WatchHub: Sendable {
             signals = try await connection.forwardSignals(
                 matching: rule,
                 to: { [weak self] message in
-                    if self?.applyNow(message, to: location) == false { sink.yield(.signal(message)) }
+                    guard let signal = Self.signal(from: message, for: location) else { return }
+                    if self?.signalRead(signal, at: location) == true { sink.yield(.signal(signal)) }
                 },
                 ended: { sink.yield(.ended) })
             owners = try await connection.nameOwnerChanges(of: link.busName)
@@ -277,16 +255,25 @@ final class WatchHub: Sendable {
             await readAgain()
             loop: for await event in events {
                 switch event {
-                case .signal(let message):
-                    await apply(message, to: location)
-                    state.withLock { state in
-                        _ = state.withWatch(at: location) { watch in watch.forwarded = max(0, watch.forwarded - 1) }
-                    }
+                case .signal(let signal): await applyForwarded(signal, at: location)
                 case .brokerStarted, .retry: await readAgain()
                 case .ended: break loop
                 }
             }
             group.cancelAll()
+        }
+    }
+
+    /// Passes an update to every subscriber of a watch; the caller holds the lock.
+    private static func yield(_ update: SettingsUpdate?, to subscribers: [UInt64: UpdateChannel]) {
+        guard let update else { return }
+        for subscriber in subscribers.values { subscriber.yield(update) }
+    }
+
+    /// Changes the state of the watch at `location`, if there is one.
+    private func change(_ location: SettingLocation, _ body: (inout WatchState) -> Void) {
+        state.withLock { state in
+            _ = state.withWatch(at: location) { watch in body(&watch.state) }
         }
     }
 
@@ -297,40 +284,21 @@ final class WatchHub: Sendable {
     ///   failed); true when it succeeded, found no broker at all, or was refused a secret key (`AccessDenied`):
     ///   a new owner of its name will tell.
     private func resync(_ location: SettingLocation) async -> Bool {
-        setReading(true, location)
+        change(location) { $0.beginRead() }
         let snapshot: SettingsSnapshot
         do {
             snapshot = try await read(location)
         } catch {
-            setReading(false, location)
+            change(location) { $0.readFailed() }
             return error.code == .brokerUnavailable || error.code == .accessDenied
         }
         state.withLock { state in
-            _ = state.withWatch(at: location) { watch in Self.adopt(snapshot, in: &watch, at: location) }
+            _ = state.withWatch(at: location) { watch in
+                let update = watch.state.snapshotRead(snapshot)
+                Self.yield(update, to: watch.subscribers)
+            }
         }
         return true
-    }
-
-    /// Takes a read's values as the watch's own, and reports them to its subscribers: all of them the first
-    /// time, afterwards what differs.
-    private static func adopt(_ snapshot: SettingsSnapshot, in watch: inout Watch, at location: SettingLocation) {
-        watch.reading = false
-        guard watch.ready else {
-            watch.ready = true
-            watch.values = snapshot.values
-            watch.delivered = snapshot.serial
-            let update = Self.snapshot(of: watch, at: location)
-            for subscriber in watch.subscribers.values { subscriber.yield(update) }
-            return
-        }
-        var update = SettingsUpdate(kind: .resync, values: [:], removed: [], serial: snapshot.serial, origin: nil)
-        for (key, value) in snapshot.values where watch.values[key] != value { update.values[key] = value }
-        for key in watch.values.keys where snapshot.values[key] == nil { update.removed.insert(key) }
-        watch.values = snapshot.values
-        watch.delivered = snapshot.serial
-        if !update.values.isEmpty || !update.removed.isEmpty {
-            for subscriber in watch.subscribers.values { subscriber.yield(update) }
-        }
     }
 
     private func read(_ location: SettingLocation) async throws(SettingsError) -> SettingsSnapshot {
@@ -342,26 +310,9 @@ final class WatchHub: Sendable {
         }
     }
 
-    private func setReading(_ reading: Bool, _ location: SettingLocation) {
-        state.withLock { state in
-            _ = state.withWatch(at: location) { watch in watch.reading = reading }
-        }
-    }
-
-    private func resetForwarding(_ location: SettingLocation) {
-        state.withLock { state in
-            _ = state.withWatch(at: location) { watch in
-                watch.forwarded = 0
-                watch.reading = false
-            }
-        }
-    }
-
     /// A `Changed` signal's update of a location (the keys below it), its path and serial; nil for a malformed
     /// signal.
-    private static func update(
-        from message: DBusMessage, for location: SettingLocation
-    ) -> (update: SettingsUpdate, path: SettingLocation, serial: UInt64)? {
+    private static func signal(from message: DBusMessage, for location: SettingLocation) -> WatchState.Signal? {
         guard let signal = try? Settings1.ChangedSignal(message.body) else { return nil }
         var update = SettingsUpdate(
             kind: .change, values: [:], removed: [], serial: signal.serial, origin: signal.origin)
@@ -381,81 +332,51 @@ final class WatchHub: Sendable {
                 update.removed.insert(key)
             }
         }
-        return (update, signal.path, signal.serial)
+        return WatchState.Signal(update: update, path: signal.path.rawValue, serial: signal.serial)
     }
 
-    /// Records an update in the local copy and passes it to the subscribers, unless it is not newer.
-    private static func record(_ update: SettingsUpdate, serial: UInt64, in state: inout State, at location: SettingLocation) {
-        let recorded = state.withWatch(at: location) { watch in record(update, serial: serial, in: &watch) }
-        if recorded == true { pruneFloors(&state) }
-    }
-
-    /// Records an update in a watch's local copy and passes it to its subscribers, unless it is not newer;
-    /// returns whether it did (the caller then prunes the floors).
-    private static func record(_ update: SettingsUpdate, serial: UInt64, in watch: inout Watch) -> Bool {
-        guard watch.ready, serial > watch.delivered else { return false }
-        watch.delivered = serial
-        for (key, value) in update.values { watch.values[key] = value }
-        for key in update.removed { watch.values[key] = nil }
-        if !update.values.isEmpty || !update.removed.isEmpty {
-            for subscriber in watch.subscribers.values { subscriber.yield(update) }
-        }
-        return true
-    }
-
-    /// Applies a signal on the connection's thread, when it carries everything and nothing is ahead of it.
+    /// Applies a signal on the connection's thread, when nothing is ahead of it.
     ///
-    /// - Returns: false when the follow task must apply it instead: the watch is not ready or is being read
-    ///   again, signals handed to the task are still waiting, or the key must be read (see ``apply(_:to:)``).
-    private func applyNow(_ message: DBusMessage, to location: SettingLocation) -> Bool {
-        guard let (update, _, serial) = Self.update(from: message, for: location) else { return true }
-        // An update that carries nothing for the location (a secret key's change, or a commit too large for one
-        // signal) must be read: the follow task does that.
-        let needsRead = update.values.isEmpty && update.removed.isEmpty
-        return state.withLock { state in
+    /// - Returns: true when the follow task must apply it instead (see ``WatchState/signalRead(_:)``).
+    private func signalRead(_ signal: WatchState.Signal, at location: SettingLocation) -> Bool {
+        state.withLock { state in
             // One visit to the watch both decides and records.
-            let outcome = state.withWatch(at: location) { watch -> (now: Bool, recorded: Bool) in
-                guard watch.ready, !watch.reading, watch.forwarded == 0, !needsRead else {
-                    watch.forwarded += 1
-                    return (false, false)
-                }
-                return (true, Self.record(update, serial: serial, in: &watch))
+            let arrival = state.withWatch(at: location) { watch -> WatchState.Arrival in
+                let arrival = watch.state.signalRead(signal)
+                if case .applied(.recorded(let update)) = arrival { Self.yield(update, to: watch.subscribers) }
+                return arrival
             }
-            guard let outcome else { return true }
-            if outcome.recorded { Self.pruneFloors(&state) }
-            return outcome.now
+            switch arrival {
+            case nil: return false
+            case .forward: return true
+            case .applied(let outcome):
+                state.recorded(outcome)
+                return false
+            }
         }
     }
 
-    /// Applies a `Changed(s path, a{sv} values, as removed, t serial, s origin)` signal.
-    private func apply(_ message: DBusMessage, to location: SettingLocation) async {
-        guard let parsed = Self.update(from: message, for: location) else { return }
-        var update = parsed.update
-        let path = parsed.path
-        var serial = parsed.serial
-        // A secret key's change carries no value. Alone in its commit it names the key as the signal's path;
-        // with other keys, the signal names their common directory and the key may or may not have changed.
-        // Either way, read it; from a directory's signal, report it only if it differs from the local copy.
-        if case .key(let key) = location, !update.mentions(key) {
-            guard let snapshot = try? await read(location), snapshot.serial >= serial else { return }
-            let value = snapshot.values[key]
-            let known = state.withLock { $0.watches[location]?.values[key] }
-            if path == .key(key) || value != known {
-                if let value { update.values[key] = value } else { update.removed.insert(key) }
+    /// Applies a signal the follow task was handed, reading the location first when the signal carries none of
+    /// its values (see ``WatchState/forwardedSignal(_:)``).
+    private func applyForwarded(_ signal: WatchState.Signal, at location: SettingLocation) async {
+        let step: WatchState.TaskStep? = state.withLock { state in
+            let step = state.withWatch(at: location) { watch -> WatchState.TaskStep in
+                let step = watch.state.forwardedSignal(signal)
+                if case .applied(.recorded(let update)) = step { Self.yield(update, to: watch.subscribers) }
+                return step
             }
+            if case .applied(let outcome) = step { state.recorded(outcome) }
+            return step
         }
-        // A directory's signal that carries none of its keys (a commit too large for one signal, or secret keys
-        // alone) says only that something under its path changed: read the directory and report what differs
-        // from the local copy.
-        if case .directory = location, update.values.isEmpty, update.removed.isEmpty {
-            guard let snapshot = try? await read(location), snapshot.serial >= serial else { return }
-            let known = state.withLock { $0.watches[location]?.values ?? [:] }
-            for (key, value) in snapshot.values where known[key] != value { update.values[key] = value }
-            for key in known.keys where snapshot.values[key] == nil { update.removed.insert(key) }
-            // The read may be newer than the signal: signals up to its serial are in it already.
-            serial = snapshot.serial
-            update.serial = serial
+        guard case .read = step else { return }
+        let snapshot = try? await read(location)
+        state.withLock { state in
+            let outcome = state.withWatch(at: location) { watch -> WatchState.Outcome in
+                let outcome = watch.state.forwardedRead(snapshot, for: signal)
+                if case .recorded(let update) = outcome { Self.yield(update, to: watch.subscribers) }
+                return outcome
+            }
+            if let outcome { state.recorded(outcome) }
         }
-        state.withLock { state in Self.record(update, serial: serial, in: &state, at: location) }
     }
 }

@@ -16,7 +16,7 @@ struct BusOptions: ParsableArguments {
     var bus: String = "session"
 
     /// The bus to connect to.
-    var choice: DBusConnection.Bus {
+    var choice: BusSettingsStore.Bus {
         switch bus {
         case "session": .session
         case "system": .system

@@ -38,11 +38,11 @@ final class ConnectionLoop: @unchecked Sendable {
     }
 
     private let queue = Locked(JobQueue())
-    private let wakeFD: Int32
+    let wakeFD: Int32
     /// Held by the thread that may touch the loop's state and call libdbus for the connection: the loop
     /// thread, except while it waits in `poll`, when another thread may take it to send at once
     /// (``runNow(_:)``). A pthread mutex, so that ThreadSanitizer sees the ordering it makes.
-    private let ownership: UnsafeMutablePointer<pthread_mutex_t> = {
+    let ownership: UnsafeMutablePointer<pthread_mutex_t> = {
         let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
         pthread_mutex_init(mutex, nil)
@@ -67,15 +67,15 @@ final class ConnectionLoop: @unchecked Sendable {
     private var runningDispatchedWork = false
     /// What `pollOnce` polls: the eventfd, then the enabled watches; made again only when a watch is added,
     /// removed, enabled or disabled (``pollSetChanged``).
-    private var fds: [pollfd] = []
-    private var polled: [(key: UnsafeMutableRawPointer, watch: OpaquePointer)] = []
+    var fds: [pollfd] = []
+    var polled: [(key: UnsafeMutableRawPointer, watch: OpaquePointer)] = []
     /// Whether the watches changed since `fds` was made.
-    private var pollSetChanged = true
+    var pollSetChanged = true
     /// When the loop's `poll` returns by itself (milliseconds on the monotonic clock; `Int64.max` for never):
     /// ``runNow(_:)`` wakes the loop for a sooner deadline.
-    private var pollDeadline = Int64.max
-    private var watches: [UnsafeMutableRawPointer: OpaquePointer] = [:]
-    private var timeouts: [UnsafeMutableRawPointer: (timeout: OpaquePointer, start: Int64)] = [:]
+    var pollDeadline = Int64.max
+    var watches: [UnsafeMutableRawPointer: OpaquePointer] = [:]
+    var timeouts: [UnsafeMutableRawPointer: (timeout: OpaquePointer, start: Int64)] = [:]
     var pendingCalls: [UInt32: PendingCall] = [:]
     var rules: [String: RuleState] = [:]
     var trackedNames: [String: NameTrack] = [:]
@@ -324,226 +324,6 @@ final class ConnectionLoop: @unchecked Sendable {
         watches.removeAll()
         timeouts.removeAll()
         pollSetChanged = true
-    }
-
-    // MARK: - Polling
-
-    private func dispatchAll() {
-        guard let pointer = connection else { return }
-        while connection != nil, dbus_connection_dispatch(pointer) == DBUS_DISPATCH_DATA_REMAINS {}
-    }
-
-    private func pollOnce(waiting: Bool) {
-        // poll sets every entry's revents, so a list kept from the last poll needs no clearing.
-        if pollSetChanged { makePollSet() }
-        var timeout: Int32 = 0
-        if waiting {
-            pollDeadline = nearestDeadline()
-            timeout = pollDeadline == .max ? -1 : Int32(clamping: max(0, pollDeadline - monotonicMillis()))
-        }
-        // While it waits, another thread may hold the loop to send (``runNow(_:)``); it wakes the loop if what
-        // the loop waits for changed.
-        if timeout != 0 { pthread_mutex_unlock(ownership) }
-        let count = poll(&fds, nfds_t(fds.count), timeout)
-        if timeout != 0 { pthread_mutex_lock(ownership) }
-        guard count > 0 else { return }
-        if fds[0].revents != 0 {
-            var value: UInt64 = 0
-            _ = withUnsafeMutableBytes(of: &value) { read(wakeFD, $0.baseAddress, 8) }
-        }
-        for (index, entry) in polled.enumerated() {
-            let revents = fds[index + 1].revents
-            guard revents != 0, connection != nil else { continue }
-            // Handling one watch may remove another, which libdbus then frees: only a watch still there is handled.
-            guard !pollSetChanged || watches[entry.key] == entry.watch else { continue }
-            var flags: UInt32 = 0
-            if revents & Int16(POLLIN) != 0 { flags |= DBUS_WATCH_READABLE.rawValue }
-            if revents & Int16(POLLOUT) != 0 { flags |= DBUS_WATCH_WRITABLE.rawValue }
-            if revents & Int16(POLLERR) != 0 { flags |= DBUS_WATCH_ERROR.rawValue }
-            if revents & Int16(POLLHUP) != 0 { flags |= DBUS_WATCH_HANGUP.rawValue }
-            _ = dbus_watch_handle(entry.watch, flags)
-        }
-    }
-
-    /// Makes the list `pollOnce` polls: the eventfd, then the enabled watches. The lists keep their storage.
-    private func makePollSet() {
-        fds.removeAll(keepingCapacity: true)
-        polled.removeAll(keepingCapacity: true)
-        fds.append(pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0))
-        for (key, watch) in watches where dbus_watch_get_enabled(watch) != 0 {
-            let flags = dbus_watch_get_flags(watch)
-            var events: Int16 = 0
-            if flags & DBUS_WATCH_READABLE.rawValue != 0 { events |= Int16(POLLIN) }
-            if flags & DBUS_WATCH_WRITABLE.rawValue != 0 { events |= Int16(POLLOUT) }
-            fds.append(pollfd(fd: dbus_watch_get_unix_fd(watch), events: events, revents: 0))
-            polled.append((key, watch))
-        }
-        pollSetChanged = false
-    }
-
-    /// The nearest libdbus timeout or call deadline, in milliseconds on the monotonic clock; `Int64.max` for
-    /// none. Reads no clock.
-    private func nearestDeadline() -> Int64 {
-        guard !timeouts.isEmpty || !pendingCalls.isEmpty else { return .max }
-        var nearest = Int64.max
-        for entry in timeouts.values where dbus_timeout_get_enabled(entry.timeout) != 0 {
-            nearest = min(nearest, entry.start + Int64(dbus_timeout_get_interval(entry.timeout)))
-        }
-        if let deadline = nearestCallDeadline() { nearest = min(nearest, deadline) }
-        return nearest
-    }
-
-    private func fireTimeouts() {
-        guard !timeouts.isEmpty else { return }
-        let now = monotonicMillis()
-        // Handling a timeout may add or remove timeouts: the keys are copied, but only when one is due.
-        let due = timeouts.values.contains { entry in
-            dbus_timeout_get_enabled(entry.timeout) != 0
-                && now >= entry.start + Int64(dbus_timeout_get_interval(entry.timeout))
-        }
-        guard due else { return }
-        for key in Array(timeouts.keys) {
-            guard let entry = timeouts[key], dbus_timeout_get_enabled(entry.timeout) != 0 else { continue }
-            if now >= entry.start + Int64(dbus_timeout_get_interval(entry.timeout)) {
-                timeouts[key]?.start = now
-                _ = dbus_timeout_handle(entry.timeout)
-            }
-        }
-    }
-
-    // MARK: - libdbus hooks
-
-    /// Installs the watch, timeout, wake-up and filter functions on a freshly opened connection.
-    func install(on pointer: OpaquePointer) -> Bool {
-        let context = Unmanaged.passUnretained(self).toOpaque()
-        guard
-            dbus_connection_set_watch_functions(
-                pointer,
-                { watch, data in
-                    let loop = Unmanaged<ConnectionLoop>.fromOpaque(data!).takeUnretainedValue()
-                    loop.watches[UnsafeMutableRawPointer(watch!)] = watch!
-                    loop.pollSetChanged = true
-                    return 1
-                },
-                { watch, data in
-                    let loop = Unmanaged<ConnectionLoop>.fromOpaque(data!).takeUnretainedValue()
-                    loop.watches[UnsafeMutableRawPointer(watch!)] = nil
-                    loop.pollSetChanged = true
-                },
-                { _, data in
-                    // Enabled or disabled: the list of what to poll changes.
-                    Unmanaged<ConnectionLoop>.fromOpaque(data!).takeUnretainedValue().pollSetChanged = true
-                },
-                context, nil) != 0,
-            dbus_connection_set_timeout_functions(
-                pointer,
-                { timeout, data in
-                    let loop = Unmanaged<ConnectionLoop>.fromOpaque(data!).takeUnretainedValue()
-                    loop.timeouts[UnsafeMutableRawPointer(timeout!)] = (timeout!, monotonicMillis())
-                    return 1
-                },
-                { timeout, data in
-                    let loop = Unmanaged<ConnectionLoop>.fromOpaque(data!).takeUnretainedValue()
-                    loop.timeouts[UnsafeMutableRawPointer(timeout!)] = nil
-                },
-                { timeout, data in
-                    let loop = Unmanaged<ConnectionLoop>.fromOpaque(data!).takeUnretainedValue()
-                    loop.timeouts[UnsafeMutableRawPointer(timeout!)]?.start = monotonicMillis()
-                },
-                context, nil) != 0,
-            dbus_connection_add_filter(
-                pointer,
-                { _, message, data in
-                    let loop = Unmanaged<ConnectionLoop>.fromOpaque(data!).takeUnretainedValue()
-                    loop.handleIncoming(message!)
-                    return DBUS_HANDLER_RESULT_HANDLED
-                },
-                context, nil) != 0
-        else { return false }
-        // No wake-up function: libdbus calls it when it queues a message or changes its dispatch status, which
-        // happens only inside libdbus calls made by the holder of the loop: on the loop thread, after each of which
-        // the loop dispatches and polls the watches afresh, or in ``runNow(_:)``, which only sends (a message libdbus
-        // cannot write at once enables the write watch, and that wakes the loop). Waking it through the eventfd cost
-        // a write, a read and a poll for every message sent.
-        return true
-    }
-
-    // MARK: - Incoming messages
-
-    private func handleIncoming(_ pointer: OpaquePointer) {
-        if dbus_message_is_signal(pointer, "org.freedesktop.DBus.Local", "Disconnected") != 0 {
-            closeConnection(reason: DBusError(.disconnected, "the connection to the D-Bus peer was lost"))
-            return
-        }
-        let message: DBusMessage
-        do {
-            message = try MessageCoding.decode(pointer, strings: headerStrings, signatures: signatureTypes)
-        } catch {
-            rejectUndecodable(pointer, error)
-            return
-        }
-        switch message.kind {
-        case .methodReturn, .error: completeCall(with: message)
-        case .signal: deliverSignal(message)
-        case .methodCall: dispatchMethodCall(message)
-        }
-    }
-
-    /// Answers a method call whose arguments could not be read; other undecodable messages are dropped.
-    private func rejectUndecodable(_ pointer: OpaquePointer, _ error: DBusError) {
-        guard dbus_message_get_type(pointer) == DBUS_MESSAGE_TYPE_METHOD_CALL,
-            dbus_message_get_no_reply(pointer) == 0
-        else { return }
-        var reply = DBusMessage(kind: .error, body: [.string(error.message)])
-        reply.errorName = .invalidArgs
-        reply.replySerial = dbus_message_get_serial(pointer)
-        if let sender = dbus_message_get_sender(pointer) { reply.destination = BusName(trusted: String(cString: sender)) }
-        send(reply)
-    }
-
-    // MARK: - Sending
-
-    /// Sends a validated message; returns its serial, or nil if it could not be queued. Loop thread only.
-    @discardableResult
-    func send(_ message: DBusMessage) -> UInt32? {
-        guard let connection else { return nil }
-        guard let pointer = try? MessageCoding.encode(message) else { return nil }
-        defer { dbus_message_unref(pointer) }
-        var serial: UInt32 = 0
-        guard dbus_connection_send(connection, pointer, &serial) != 0 else { return nil }
-        return serial
-    }
-
-    /// Sends a message built off the loop thread, and releases it; returns its serial, or nil if it could not
-    /// be queued. Loop thread only.
-    @discardableResult
-    func send(_ encoded: EncodedMessage) -> UInt32? {
-        defer { encoded.release() }
-        guard let connection else { return nil }
-        var serial: UInt32 = 0
-        guard dbus_connection_send(connection, encoded.pointer, &serial) != 0 else { return nil }
-        return serial
-    }
-}
-
-/// A validated message built for libdbus on the thread that sends it, to be handed to the loop thread.
-///
-/// `@unchecked Sendable`: the libdbus message is referenced by this value alone, from its building until the
-/// loop thread sends it, or the value is dropped, and ``release()`` is called exactly once, by whichever of
-/// them happens; no two threads use it at once, and libdbus takes its own reference when it queues it.
-struct EncodedMessage: @unchecked Sendable {
-    fileprivate let pointer: OpaquePointer
-
-    /// Builds the libdbus message, or nil when it cannot be built (as ``ConnectionLoop/send(_:)-(DBusMessage)``
-    /// then sends nothing).
-    init?(_ message: DBusMessage) {
-        guard let pointer = try? MessageCoding.encode(message) else { return nil }
-        self.pointer = pointer
-    }
-
-    /// Drops this value's reference.
-    func release() {
-        dbus_message_unref(pointer)
     }
 }
 

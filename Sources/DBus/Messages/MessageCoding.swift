@@ -8,6 +8,15 @@ internal import Glibc
 /// Every function here runs on a connection's own thread. Encoding expects a message that passed
 /// ``DBusMessage/validate()``, so nothing reaches libdbus that could make it abort; decoding reads what libdbus
 /// already validated on receipt and fails only on types SettingsBus does not carry (unix fds).
+///
+/// Why there is a second writer and reader (``WireWriter``, ``WireMessage``) beside these: libdbus's iterator
+/// rewrites the signature header field after each top-level argument appended, and re-reads the signature at
+/// every step when reading, which made it most of the cost of a `Changed` signal or a large reply (the
+/// figures are in ``WireWriter`` and docs/benchmarks.md). These stay as the way for what the Swift pair does
+/// not take (messages of one argument or none, anything it gives up on) and as the reference it is tested
+/// against: `WireWriterTests.randomBodiesAreWrittenByTheFastWriterAsTheLibdbusWriterAppendsThem` and
+/// `WireMessageTests.randomBodiesAreReadByTheFastReaderAsTheLibdbusReaderReadsThem` run both on the same
+/// seeded random values ([0022](docs/decisions/0022-messages-in-the-wire-format.md)).
 enum MessageCoding {
     private static func code(_ character: Unicode.Scalar) -> Int32 { Int32(character.value) }
 

@@ -9,8 +9,9 @@ internal import Glibc
 /// libdbus validated the message when it arrived (types, lengths, alignment, UTF-8, nesting, header fields),
 /// so this reader trusts nothing about the bytes but their validity: every read is bounds-checked and any
 /// surprise throws, after which the caller reads the message through libdbus instead
-/// (``MessageCoding/decode(_:strings:signatures:)``). Both readers give the same messages: the test suite and
-/// the dbus-value fuzz check compare them.
+/// (``MessageCoding/decode(_:strings:signatures:)``). Both readers give the same messages: the test suite
+/// (`WireMessageTests.randomBodiesAreReadByTheFastReaderAsTheLibdbusReaderReadsThem`) and the dbus-value fuzz
+/// check compare them; why both are kept is said at ``MessageCoding``.
 struct WireMessage {
     /// Why the wire reader gave up; libdbus's accessors then read the message.
     struct Unreadable: Error {}

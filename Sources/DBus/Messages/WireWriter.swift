@@ -14,7 +14,9 @@ internal import CDBus
 ///
 /// Nothing here is trusted: libdbus validates every byte it reads back (header fields, signature, alignment,
 /// UTF-8, nesting, lengths), and a message it refuses is built through the iterator instead. The test suite
-/// and the dbus-value fuzz check compare the two ways of building a message.
+/// and the dbus-value fuzz check compare the two ways of building a message
+/// (`WireWriterTests.randomBodiesAreWrittenByTheFastWriterAsTheLibdbusWriterAppendsThem`); why both are kept
+/// is said at ``MessageCoding``.
 struct WireWriter {
     private(set) var bytes: [UInt8] = []
 

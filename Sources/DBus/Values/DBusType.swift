@@ -95,7 +95,7 @@ public indirect enum DBusType: Sendable, Hashable {
     /// ```swift
     /// let type = try DBusType(parsing: "a{sv}")   // .dictionary(key: .string, value: .variant)
     /// ```
-    /// - Throws: ``DBusError`` named `org.freedesktop.DBus.Error.InvalidSignature` when the text is not one
+    /// - Throws: `DBusError` named `org.freedesktop.DBus.Error.InvalidSignature` when the text is not one
     ///   complete, valid type.
     public init(parsing text: String) throws(DBusError) {
         let signature = try Signature(text)

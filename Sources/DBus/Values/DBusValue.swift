@@ -13,7 +13,7 @@ import Glibc
 /// ])
 /// ```
 ///
-/// A value is checked with ``validate()`` before it reaches libdbus; ``DBusConnection`` does so on every send.
+/// A value is checked with ``validate()`` before it reaches libdbus; `DBusConnection` does so on every send.
 ///
 /// Numbers, text, paths and arrays sit in the value itself (it is 17 bytes); only a variant, a dictionary and a
 /// signature are boxed, so reading a message or building one allocates nothing for most of its values.
@@ -79,7 +79,7 @@ public enum DBusValue: Sendable, Hashable {
     /// complete type and nests within the limits), strings hold no NUL, signature values are valid, every
     /// element matches its container's type, and the whole value nests at most ``maximumTotalDepth`` levels.
     ///
-    /// - Throws: ``DBusError`` named `org.freedesktop.DBus.Error.InvalidArgs` saying what is wrong.
+    /// - Throws: `DBusError` named `org.freedesktop.DBus.Error.InvalidArgs` saying what is wrong.
     public func validate() throws(DBusError) {
         try validate(totalDepth: 0)
     }

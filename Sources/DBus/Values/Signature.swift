@@ -23,7 +23,7 @@ public struct Signature: Sendable, Hashable {
 
     /// Parses and validates signature text.
     ///
-    /// - Throws: ``DBusError`` named `org.freedesktop.DBus.Error.InvalidSignature`, whose message says what is
+    /// - Throws: `DBusError` named `org.freedesktop.DBus.Error.InvalidSignature`, whose message says what is
     ///   wrong and where.
     public init(_ text: String) throws(DBusError) {
         let bytes = Array(text.utf8)
