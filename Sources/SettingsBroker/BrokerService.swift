@@ -33,6 +33,8 @@ public final class BrokerService: Service, Sendable {
         public var backupInterval: Duration
         /// The folders of schema files that apps install, first first (see `VendorSchemas`).
         public var schemaDirectories: [String]
+        /// The administrator's folder (`defaults.d/`, `locks.d/`; ``AdministratorFiles``); nil for none.
+        public var administratorFolder: String?
         /// The users given the values of secret keys.
         public var secretReaders: SecretReaders
 
@@ -53,8 +55,9 @@ public final class BrokerService: Service, Sendable {
         public init(
             bus: DBusConnection.Bus, storePath: String, durability: Durability = .full, idleExit: Duration? = nil,
             backupInterval: Duration = Configuration.defaultBackupInterval, schemaDirectories: [String] = [],
-            secretReaders: SecretReaders = SecretReaders()
+            administratorFolder: String? = nil, secretReaders: SecretReaders = SecretReaders()
         ) {
+            self.administratorFolder = administratorFolder
             self.schemaDirectories = schemaDirectories
             self.bus = bus
             self.storePath = storePath
@@ -159,10 +162,39 @@ public final class BrokerService: Service, Sendable {
             }
         }
         await vendor.start()
+        let administrator = configuration.administratorFolder.map { folder in
+            AdministratorFiles(
+                folder: folder,
+                apply: { [logger] layer in
+                    store.setAdministrator(layer) { result, described in
+                        guard case .success(let serial) = result else { return }
+                        // Sent once the commit that announces the changed values is durable.
+                        guard let signal = Settings1.DescriptionChangedSignal(
+                            keys: described, serial: serial, origin: DurableStore.administratorOrigin)
+                        else { return }
+                        do { try connection.send(signal.message) } catch {
+                            logger.error("cannot emit DescriptionChanged", metadata: ["error": "\(error)"])
+                        }
+                    }
+                },
+                report: { [logger] event in
+                    switch event {
+                    case .loaded(let files, let defaults, let locks):
+                        logger.info(
+                            "the administrator's files are in force",
+                            metadata: ["folder": "\(folder)", "files": "\(files)", "defaults": "\(defaults)", "locks": "\(locks)"])
+                    case .skipped(let problem):
+                        var metadata: Logger.Metadata = ["file": "\(problem.file)", "problem": "\(problem.message)"]
+                        if let line = problem.line { metadata["line"] = "\(line)" }
+                        logger.error("an administrator's file was skipped; what it said when last read stays in force", metadata: metadata)
+                    }
+                })
+        }
+        await administrator?.start()
         touch()
         let interface = SettingsInterface.interface(
             store: store, secretReaders: configuration.secretReaders, activity: { [weak self] in self?.touch() },
-            moreStatus: { vendor.status() })
+            moreStatus: { vendor.status().merging(administrator?.status() ?? [:]) { own, _ in own } })
         try await connection.export([interface], at: SettingsBusNames.objectPath)
         guard try await connection.requestName(name, flags: [.doNotQueue]) == .primaryOwner else {
             throw StartError(description: "\(name) is already owned: another settings-broker is running on this bus")
@@ -179,6 +211,7 @@ public final class BrokerService: Service, Sendable {
         let ending = await waitForEnding(connection)
         logger.info("stopping", metadata: ["reason": "\(ending)"])
         vendor.stop()
+        administrator?.stop()
         await store.close()
         await store.persistence.backup.finish()
         store.persistence.close()

@@ -21,6 +21,10 @@ public struct Changeset: Sendable {
     /// Whether a registration may change a schema incompatibly (`Register`'s option `replace`); without it,
     /// only the compatible changes of ``SettingsModel/SettingSchema/changes(to:)`` are accepted.
     public var replacing: Bool = false
+    /// Keys whose effective value changed outside the changeset (the administrator's layer changed): reported
+    /// in its `Changed` signal with their value as of its commit. A changeset of such keys alone is a commit
+    /// all the same, for the serial its signal carries.
+    public var announced: [SettingPath] = []
 
     /// Makes a changeset.
     public init(
@@ -42,6 +46,8 @@ struct ResolvedChangeset: Sendable {
     var writes: [(key: SettingPath, value: DBusValue?)]
     var registrations: [(key: SettingPath, schema: SettingSchema)]
     var origin: String
+    /// Keys reported as changed though not written (``Changeset/announced``).
+    var announced: [SettingPath] = []
 }
 
 /// What one commit changed, as the `Changed` signal reports it.

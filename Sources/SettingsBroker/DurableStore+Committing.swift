@@ -178,7 +178,9 @@ extension DurableStore {
         var changedKeys = changeset.writes.map(\.key)
         let written = SettingLocation.enclosing(changedKeys)
         let touched =
-            changeset.registrations.isEmpty ? written : SettingLocation.enclosing(changedKeys + changeset.registrations.map(\.key))
+            changeset.registrations.isEmpty && changeset.announced.isEmpty
+            ? written
+            : SettingLocation.enclosing(changedKeys + changeset.registrations.map(\.key) + changeset.announced)
         let large = changeset.writes.count > Self.memoryPiece
         if large {
             var before: [SettingPath: UserValue?] = [:]
@@ -213,6 +215,7 @@ extension DurableStore {
                     changedKeys.append(key)
                 }
             }
+            for key in changeset.announced where !changedKeys.contains(key) { changedKeys.append(key) }
             // The old values are released after the lock.
             let replaced = state.applying
             state.applying = nil
@@ -247,7 +250,7 @@ extension DurableStore {
         for key in keys {
             let schema = state.schemas[key]
             let changed = SettingsRules.changedKey(
-                key, effective: SettingsRules.effectiveValue(state.userValue(key), schema), schema: schema)
+                key, effective: state.effectiveValue(state.userValue(key), schema, key: key), schema: schema)
             if changed.isSecret {
                 change.secretKeys.append(key.rawValue)
             } else if let value = changed.value {

@@ -85,8 +85,21 @@ extension DurableStore {
             return state.forEachKey(in: directory, after: resume, limit: limit) { key, user, schema in
                 if let schema, schema.isSecret, !includingSecrets {
                     withheld = true
-                } else if let value = CommittedState.effectiveValue(user, schema) {
+                } else if state.administrator.isEmpty {
+                    if let value = CommittedState.effectiveValue(user, schema) { result[key] = value }
+                } else if let value = state.effectiveValue(user, schema, key: SettingPath(unchecked: key)) {
                     result[key] = value
+                }
+            }
+        }
+        // Keys that have nothing but an administrator's default.
+        committed.withLock { state in
+            for (key, entry) in state.administrator.defaults where directory.contains(key) && result[key.rawValue] == nil {
+                let schema = state.schemas[key]
+                if let schema, schema.isSecret, !includingSecrets {
+                    withheld = true
+                } else if state.userValue(key) == nil, schema == nil {
+                    result[key.rawValue] = entry.value
                 }
             }
         }
@@ -144,15 +157,30 @@ extension DurableStore {
     ///
     /// - Throws: ``SettingsError`` `UnknownKey` when the key has neither a user value nor a schema.
     public func describe(_ key: SettingPath) throws(SettingsError) -> KeyDescription {
-        let (schema, user, effective) = committed.withLock { state in
-            (state.schemas[key], state.userValue(key), state.effectiveValue(key))
+        let (schema, user, effective, administrator) = committed.withLock { state in
+            (state.schemas[key], state.userValue(key), state.effectiveValue(key), state.administrator)
         }
-        guard schema != nil || user != nil else {
+        let adminDefault = administrator.defaults[key]
+        guard schema != nil || user != nil || adminDefault != nil else {
             throw .unknownKey("\(key) has no value and no registered schema")
         }
-        return KeyDescription(
+        let lock = administrator.lock(of: key)
+        var description = KeyDescription(
             key: key, schema: schema, userValue: user?.value, effectiveValue: effective,
-            lastChange: user?.serial ?? lastResetSerial(of: key), writable: true)
+            lastChange: user?.serial ?? lastResetSerial(of: key), writable: lock == nil)
+        description.lock = lock
+        description.administratorDefault = adminDefault?.value
+        let servedAdminDefault = adminDefault.flatMap { SettingsRules.administratorDefault($0.value, under: schema) }
+        if effective == nil {
+            description.source = .none
+        } else if lock == nil, let user, effective == user.value {
+            description.source = .user
+        } else if servedAdminDefault != nil {
+            description.source = .administrator
+        } else {
+            description.source = .schema
+        }
+        return description
     }
 }
 
@@ -178,6 +206,8 @@ struct CommittedState {
     /// The user values; read them through ``userValue(_:)``, which sees a commit being applied.
     var values: ValueTable
     var schemas: SchemaTable
+    /// The administrator's defaults and locks (``AdministratorFiles``), changed by a commit of its own.
+    var administrator = AdministratorLayer()
     /// The serial of the last commit.
     var serial: UInt64
     /// Where the latest commits changed something, so that a directory read in pieces can tell whether one
@@ -206,9 +236,16 @@ struct CommittedState {
         return values[key]
     }
 
-    /// The effective value: a user value of the registered type, else the registered default.
+    /// The effective value: a user value of the registered type, else the registered default; under the
+    /// administrator's layer when there is one (``SettingsRules/effectiveValue(_:_:key:administrator:)``).
     func effectiveValue(_ key: SettingPath) -> DBusValue? {
-        Self.effectiveValue(userValue(key), schemas[key])
+        effectiveValue(userValue(key), schemas[key], key: key)
+    }
+
+    /// The effective value of a key with this user value and schema, under the administrator's layer.
+    func effectiveValue(_ user: UserValue?, _ schema: SettingSchema?, key: SettingPath) -> DBusValue? {
+        if administrator.isEmpty { return Self.effectiveValue(user, schema) }
+        return SettingsRules.effectiveValue(user, schema, key: key, administrator: administrator)
     }
 
     /// The effective value of a key with this user value and schema (``SettingsRules/effectiveValue(_:_:)``).
@@ -221,7 +258,7 @@ struct CommittedState {
     func effectiveValue(_ key: SettingPath, includingSecret: Bool) -> (value: DBusValue?, withheld: Bool) {
         let schema = schemas[key]
         if let schema, schema.isSecret, !includingSecret { return (nil, true) }
-        return (Self.effectiveValue(userValue(key), schema), false)
+        return (effectiveValue(userValue(key), schema, key: key), false)
     }
 
     /// The key orders a directory read walks: user values, schemas, and the keys a commit being applied
@@ -422,6 +459,24 @@ public struct KeyDescription: Sendable, Hashable {
     public var lastChange: UInt64?
     /// Whether the key may be written.
     public var writable: Bool
+    /// The administrator's lock on the key, if any.
+    public var lock: AdministratorLayer.Source?
+    /// The administrator's default for the key, if any.
+    public var administratorDefault: DBusValue?
+    /// Where the effective value comes from.
+    public var source: Source = .none
+
+    /// Where a key's effective value comes from.
+    public enum Source: String, Sendable, Hashable {
+        /// The user's value.
+        case user
+        /// The administrator's default.
+        case administrator
+        /// The registered schema's default.
+        case schema
+        /// There is no value.
+        case none
+    }
 
     /// Whether a user value exists that does not have the registered type (so `Get` returns the default).
     public var userValueIgnored: Bool {

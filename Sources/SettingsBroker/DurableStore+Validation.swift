@@ -14,7 +14,7 @@ extension DurableStore {
             replacing: changeset.replacing, ifSerial: changeset.ifSerial, in: StagedView(store: self, state: state))
         return ResolvedChangeset(
             serial: state.nextSerial, writes: resolution.writes, registrations: resolution.registrations,
-            origin: changeset.origin)
+            origin: changeset.origin, announced: changeset.announced)
     }
 
     /// The serial of the last reset of a key without a user value since start-up, if any.
@@ -30,6 +30,8 @@ struct StagedView: SettingsRulesView {
     let state: DurableStore.WriterState
 
     var baselineSerial: UInt64 { store.baselineSerial }
+
+    var administrator: AdministratorLayer { store.committed.withLock { $0.administrator } }
 
     func schema(of key: SettingPath) -> SettingSchema? {
         state.stagedSchemas[key] ?? store.committed.withLock { $0.schemas[key] }

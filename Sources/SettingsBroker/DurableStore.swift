@@ -181,7 +181,7 @@ public final class DurableStore: Sendable {
             } catch {
                 return .answered(.failure(error))
             }
-            guard !resolved.writes.isEmpty || !resolved.registrations.isEmpty else {
+            guard !resolved.writes.isEmpty || !resolved.registrations.isEmpty || !resolved.announced.isEmpty else {
                 return .answered(.success(state.nextSerial - 1))
             }
             state.nextSerial += 1

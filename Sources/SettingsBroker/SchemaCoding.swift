@@ -22,6 +22,9 @@ enum SchemaCoding {
                 ? "the stored value is not served under the registered schema: Get returns the default until it "
                     + "is set again" : reason
         }
+        reply.locked = description.lock.map { "\($0.file), line \($0.line)" }
+        if schema?.isSecret != true { reply.administratorDefault = description.administratorDefault }
+        reply.source = description.source.rawValue
         return reply
     }
 }

@@ -131,10 +131,13 @@ public final class TestBroker: Sendable {
             let process: ChildProcess
             do {
                 defer { close(logFD) }
-                // Schema files only from where the test says: never the ones installed on the machine.
+                // Schema files and administrator's files only from where the test says: never the ones
+                // installed on the machine.
                 let schemas =
-                    arguments.contains("--schema-dir")
-                    ? [] : ["--schema-dir", directory.appendingPathComponent("schemas").path]
+                    (arguments.contains("--schema-dir")
+                        ? [] : ["--schema-dir", directory.appendingPathComponent("schemas").path])
+                    + (arguments.contains("--admin-dir")
+                        ? [] : ["--admin-dir", directory.appendingPathComponent("admin").path])
                 // The log file stands for the journal: the broker writes priority prefixes (`<3>…`) only to
                 // the stream JOURNAL_STREAM names, and tests read them.
                 var environment = ProcessInfo.processInfo.environment.merging(bus.environment) { _, new in new }
@@ -295,7 +298,9 @@ extension TestBus {
     /// - Throws: ``TestProcess/Failure`` when the executable is missing; an error writing the file.
     public func installBrokerService(storePath: String, arguments: [String] = []) throws {
         // Schema files only from where the test says: never the ones installed on the machine.
-        let schemas = arguments.contains("--schema-dir") ? [] : ["--schema-dir", storePath + ".schemas"]
+        let schemas =
+            (arguments.contains("--schema-dir") ? [] : ["--schema-dir", storePath + ".schemas"])
+            + (arguments.contains("--admin-dir") ? [] : ["--admin-dir", storePath + ".admin"])
         try installService(
             name: TestBroker.busName.rawValue,
             command: [try TestBroker.executablePath(), "--bus", address, "--store", storePath] + schemas + arguments)

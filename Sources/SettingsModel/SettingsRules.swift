@@ -37,6 +37,13 @@ public protocol SettingsRulesView {
     func change(under directory: SettingDirectory, after serial: UInt64) -> SettingsRules.KeyChange?
     /// The serial the store's history starts at: a key that did not change since counts as changed at it.
     var baselineSerial: UInt64 { get }
+    /// The administrator's defaults and locks (``AdministratorLayer``); none unless the store has them.
+    var administrator: AdministratorLayer { get }
+}
+
+extension SettingsRulesView {
+    /// No administrator's layer.
+    public var administrator: AdministratorLayer { AdministratorLayer() }
 }
 
 /// The rules of the settings model, shared by the broker's store and the in-memory store: which value a key
@@ -57,6 +64,44 @@ public enum SettingsRules {
         if schema.range == nil && schema.choices == nil { return user.value }
         let value = user.value
         return schema.accepts(value) ? value : schema.defaultValue
+    }
+
+    /// The effective value of a key under the administrator's layer as well: a locked key reads the
+    /// administrator's default, else the schema's (a user value it has is kept, not served); any other key its
+    /// user value when the schema accepts it, else the administrator's default, else the schema's.
+    ///
+    /// An administrator's default is served when the schema accepts it, after a lossless conversion to the
+    /// schema's type (an `int32` in a keyfile for an `x` key); one the schema refuses is not served.
+    public static func effectiveValue(
+        _ user: (some StoredSettingValue)?, _ schema: SettingSchema?, key: SettingPath,
+        administrator: AdministratorLayer
+    ) -> DBusValue? {
+        if administrator.isEmpty { return effectiveValue(user, schema) }
+        let adminDefault = administrator.defaults[key].flatMap { administratorDefault($0.value, under: schema) }
+        let fallback = adminDefault ?? schema?.defaultValue
+        if administrator.lock(of: key) != nil { return fallback }
+        guard let user else { return fallback }
+        guard let schema else { return user.value }
+        guard schema.type == user.type else { return fallback }
+        let value = user.value
+        return schema.accepts(value) ? value : fallback
+    }
+
+    /// An administrator's default as a schema serves it: converted without loss to the schema's type, and
+    /// accepted by the schema; nil when it is not served.
+    public static func administratorDefault(_ value: DBusValue, under schema: SettingSchema?) -> DBusValue? {
+        guard let schema else { return value }
+        let converted = value.type == schema.type ? value : value.losslesslyConverted(to: schema.type)
+        guard let converted, schema.accepts(converted) else { return nil }
+        return converted
+    }
+
+    /// Refuses a write of a key the administrator locked, naming the lock's file and line.
+    ///
+    /// - Throws: ``SettingsError`` `NotWritable`.
+    public static func checkWritable(_ key: SettingPath, _ administrator: AdministratorLayer) throws(SettingsError) {
+        guard let lock = administrator.lock(of: key) else { return }
+        throw .notWritable("\(key) is locked by the administrator (\(lock.file), line \(lock.line)): no one may change it")
     }
 
     /// The value a write stores under a schema: a value of a narrower type that converts without loss is
@@ -166,6 +211,7 @@ public enum SettingsRules {
                 }
             }
         }
+        let administrator = view.administrator
         var touchedDirectories: [SettingDirectory] = []
         // A write that only resets one directory (a `Reset`) takes its keys in order as they are, without a
         // dictionary and a sort of 100,000 keys.
@@ -173,10 +219,14 @@ public enum SettingsRules {
         for location in resets {
             switch location {
             case .key(let key):
+                try checkWritable(key, administrator)
                 if view.userValue(of: key) != nil { writes[key] = .some(nil) }
             case .directory(let directory):
                 touchedDirectories.append(directory)
                 let keys = view.userKeys(under: directory)
+                if !administrator.locks.isEmpty {
+                    for key in keys { try checkWritable(key, administrator) }
+                }
                 if resets.count == 1, sets.isEmpty, writes.isEmpty {
                     onlyDirectoryReset = keys
                 } else {
@@ -185,6 +235,7 @@ public enum SettingsRules {
             }
         }
         for (key, value) in sets {
+            try checkWritable(key, administrator)
             writes[key] = .some(try storedValue(value, for: key, schema: newSchemas[key] ?? view.schema(of: key)))
         }
         if let ifSerial {

@@ -62,6 +62,15 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
     var schemaDirectories: [String] = []
 
     @Option(
+        name: .customLong("admin-dir"),
+        help: ArgumentHelp(
+            """
+            The administrator's folder: defaults.d/*.conf (keyfiles of defaults for every user) and locks.d/* \
+            (keys and directories no one may change), followed while the broker runs.
+            """, valueName: "dir"))
+    var administratorFolder: String = "/etc/settingsbus"
+
+    @Option(
         help: """
             Users, besides root and the broker's own user, given the values of secret keys: user names or uids \
             separated by commas, such as gdm,1001 (names are looked up at start). Other callers get AccessDenied \
@@ -142,7 +151,7 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
                     ? BrokerService.Configuration.defaultSchemaDirectories(
                         environment: ProcessInfo.processInfo.environment, machineWide: bus == "system")
                     : schemaDirectories,
-                secretReaders: readers),
+                administratorFolder: administratorFolder, secretReaders: readers),
             logger: logger)
         let group = ServiceGroup(
             configuration: .init(

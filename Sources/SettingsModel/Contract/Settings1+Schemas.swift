@@ -216,7 +216,7 @@ extension Settings1 {
         /// The names of the fields this version reads, in the order they travel.
         public static let fieldNames = [
             "writable", "registered", "signature", "default", "summary", "description", "range", "choices",
-            "secret", "value", "value-ignored", "serial",
+            "secret", "value", "value-ignored", "serial", "locked", "administrator-default", "source",
         ]
 
         /// `writable`: whether the key may be written.
@@ -232,6 +232,13 @@ extension Settings1 {
         public var valueIgnored: String?
         /// `serial`: the serial of the key's last change, when the broker knows it.
         public var serial: UInt64?
+        /// `locked`: the administrator's lock on the key, as `FILE, line N`; nil when it is not locked.
+        public var locked: String?
+        /// `administrator-default`: the administrator's default for the key, if any.
+        public var administratorDefault: DBusValue?
+        /// `source`: where the value `Get` returns comes from: `user`, `administrator` (the administrator's
+        /// default), `schema` (the registered default), or `none` (no value).
+        public var source: String?
         /// Fields this version does not know, from a newer broker.
         public var otherFields: [String: DBusValue]
 
@@ -301,6 +308,9 @@ extension Settings1 {
             serial = try take("serial", "a uint64 (t)") { value -> UInt64? in
                 if case .uint64(let number) = value { number } else { nil }
             }
+            locked = try take("locked", "a string", string)
+            administratorDefault = fields.removeValue(forKey: "administrator-default")
+            source = try take("source", "a string", string)
             otherFields = fields
         }
 
@@ -319,6 +329,9 @@ extension Settings1 {
             if let value { fields.append(("value", value)) }
             if let valueIgnored { fields.append(("value-ignored", .string(valueIgnored))) }
             if let serial { fields.append(("serial", .uint64(serial))) }
+            if let locked { fields.append(("locked", .string(locked))) }
+            if let administratorDefault { fields.append(("administrator-default", administratorDefault)) }
+            if let source { fields.append(("source", .string(source))) }
             fields += otherFields.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
             return [ValueMap(fields).dbusValue]
         }
