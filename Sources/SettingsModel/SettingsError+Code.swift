@@ -60,8 +60,8 @@ extension SettingsError {
         public static let typeMismatch = Code(.typeMismatch)
         /// A value lies outside the range, or is not one of the choices, registered for the key.
         public static let outOfRange = Code(.outOfRange)
-        /// The key may not be written. No broker raises it yet; it is reserved for keys an administrator
-        /// locks.
+        /// The key may not be written: an administrator locked it (the message names the lock's file and line),
+        /// or it is a debug key in a release build.
         public static let notWritable = Code(.notWritable)
         /// The key is already registered with a different schema.
         public static let schemaConflict = Code(.schemaConflict)

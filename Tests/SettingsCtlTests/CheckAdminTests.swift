@@ -68,4 +68,38 @@ struct CheckAdminTests {
             #expect(await broker.stop() == 0)
         }
     }
+
+    /// The README's one line that converts a dconf system database's source folder, run on one, then checked
+    /// and served by a broker.
+    @Test func theReadmesLineConvertsADconfSystemDatabaseSource() async throws {
+        let readme = try String(contentsOf: Ctl.repository.appendingPathComponent("README.md"), encoding: .utf8)
+        let prefix = "src=/etc/dconf/db/local.d dst=/etc/settingsbus;"
+        let line = try #require(readme.split(separator: "\n").first { $0.hasPrefix(prefix) }, "the README's line")
+        let source = try Self.folder([
+            "00-background": "# Company wallpaper\n[org/gnome/desktop/background]\npicture-uri='file:///usr/share/backgrounds/company.png'\n",
+            "01-editor": "[org/example/editor]\nfont-size=uint32 12\n",
+            "locks/00-background": "# Locked\n/org/gnome/desktop/background/picture-uri\n",
+        ])
+        let destination = FileManager.default.temporaryDirectory.appendingPathComponent("settingsbus-admin-\(UUID())")
+        defer {
+            try? FileManager.default.removeItem(at: source)
+            try? FileManager.default.removeItem(at: destination)
+        }
+        let command = "src=\(source.path) dst=\(destination.path);" + line.dropFirst(prefix.count)
+        let converted = try await TestProcess.run("/bin/bash", ["-c", command], environment: [:])
+        #expect(converted.status == 0, "\(converted.stderr)")
+        try await withTestBus { bus in
+            let checked = try await Ctl.run(bus, ["check-admin", destination.path])
+            #expect(checked.status == 0, "\(checked.stdout)\(checked.stderr)")
+            #expect(checked.stdout.hasSuffix("3 files, 2 defaults, 1 lock, no problem\n"), "\(checked.stdout)")
+            let broker = try await TestBroker.start(on: bus, arguments: ["--admin-dir", destination.path])
+            let key = "/org/gnome/desktop/background/picture-uri"
+            #expect(try await Ctl.output(bus, ["get", key]) == "'file:///usr/share/backgrounds/company.png'\n")
+            let refused = try await Ctl.run(bus, ["set", key, "'mine.png'"])
+            #expect(refused.status == 7, "\(refused.stderr)")
+            #expect(refused.stderr.contains("locked by the administrator"), "\(refused.stderr)")
+            #expect(try await Ctl.output(bus, ["get", "/org/example/editor/font-size"]) == "uint32 12\n")
+            #expect(await broker.stop() == 0)
+        }
+    }
 }
