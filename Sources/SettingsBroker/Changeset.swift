@@ -44,7 +44,7 @@ struct ResolvedChangeset: Sendable {
     var origin: String
 }
 
-/// What one commit changed, as the `Changed` signal reports it.
+/// What one commit changed, as the `Changed` and `DescriptionChanged` signals report it.
 public struct CommittedChange: Sendable, Hashable {
     /// The key when one key changed, else the longest common directory.
     public var path: SettingLocation
@@ -56,8 +56,14 @@ public struct CommittedChange: Sendable, Hashable {
     public var secretKeys: [String]
     /// The commit serial.
     public var serial: UInt64
-    /// The unique bus name of the writer.
+    /// The unique bus name of the writer, or `schema file PATH`.
     public var origin: String
+    /// Keys whose schema the commit registered, replaced or removed, in key order: announced by the
+    /// `DescriptionChanged` signal, after the `Changed` signal (if any).
+    public var describedKeys: [SettingPath] = []
+
+    /// Whether the commit changed the effective value of a key, so that a `Changed` signal announces it.
+    public var changesValues: Bool { !values.isEmpty || !removed.isEmpty || !secretKeys.isEmpty }
 
     /// A key's new effective value.
     public struct Value: Sendable, Hashable {

@@ -165,7 +165,8 @@ extension DurableStore {
         }
     }
 
-    /// Applies a committed changeset to memory and returns what the `Changed` signal reports of it.
+    /// Applies a committed changeset to memory and returns what the `Changed` and `DescriptionChanged` signals
+    /// report of it (nil when it changed neither a value nor a schema).
     ///
     /// Commits run one at a time, so nothing else changes the committed state meanwhile. A changeset of at most
     /// ``memoryPiece`` writes is applied under one hold of the `committed` lock. A larger one (a `Reset` of a
@@ -216,10 +217,10 @@ extension DurableStore {
             // The old values are released after the lock.
             let replaced = state.applying
             state.applying = nil
-            guard !changedKeys.isEmpty else { return (nil, replaced) }
+            guard !changedKeys.isEmpty || !changeset.registrations.isEmpty else { return (nil, replaced) }
             var change = CommittedChange(
                 path: .directory(.root), values: [], removed: [], secretKeys: [], serial: changeset.serial,
-                origin: changeset.origin)
+                origin: changeset.origin, describedKeys: Set(changeset.registrations.map(\.key)).sorted())
             if !large {
                 state.values.apply(changeset.writes, serial: changeset.serial)
                 Self.describe(changedKeys[...], state, into: &change)

@@ -226,6 +226,13 @@ public enum SettingsInterface {
         return signal.message
     }
 
+    /// The `DescriptionChanged` signal for one commit, sent right after its `Changed` signal: nil when the commit
+    /// registered, replaced or removed no schema.
+    public static func descriptionChangedSignal(_ change: CommittedChange) -> DBusMessage? {
+        Settings1.DescriptionChangedSignal(keys: change.describedKeys, serial: change.serial, origin: change.origin)?
+            .message
+    }
+
     // MARK: - SetFromString
 
     /// The longest text `SetFromString` parses, in UTF-8 bytes: 8 MiB, eight times the largest value (the

@@ -108,6 +108,22 @@ extension SettingsStoreConformance {
             try expectEqual(third.values, [refused: .int32(6)], "the change after registering an unset key")
             try expectEqual(third.serial, serial, "the serial of that change")
         },
+        Check(name: "descriptionsFollowTheKeysSchema") { store, dir in
+            let path = try dir.key(named: "described")
+            let descriptions = Collector(store.descriptions(for: path))
+            defer { descriptions.stop() }
+            let first = try await descriptions.next()
+            try expect(first.schema == nil && first.type == nil, "an unknown key is described as \(first)")
+            try await store.register([path: SettingSchema(defaultValue: .int32(1), summary: "one")], replacing: false)
+            try expectEqual(try await descriptions.next().schema?.summary, "one", "after registering")
+            // An identical registration changes nothing: the next description is the next change's.
+            try await store.register([path: SettingSchema(defaultValue: .int32(1), summary: "one")], replacing: false)
+            try await store.set(SettingKey(path, default: Int32(1)), to: 5)
+            try await store.register([path: SettingSchema(defaultValue: .int32(1), summary: "two")], replacing: false)
+            let second = try await descriptions.next()
+            try expectEqual(second.schema?.summary, "two", "after a new summary")
+            try expectEqual(second.userValue, .int32(5), "the user value")
+        },
         Check(name: "transactionIsAtomic") { store, dir in
             let good = SettingKey(try dir.key(named: "good"), default: 0)
             let bad = SettingKey(try dir.key(named: "bad"), default: Int32(0)).range(0...10)

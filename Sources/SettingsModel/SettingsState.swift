@@ -29,6 +29,9 @@ public struct SettingsState: Sendable, Hashable, SettingsRulesView {
         public var serial: UInt64
         /// The keys whose effective value changed, in key order.
         public var changed: [SettingsRules.ChangedKey]
+        /// The keys whose schema the commit registered, replaced or removed, in key order: what `Describe`
+        /// answers for them changed.
+        public var described: [SettingPath] = []
     }
 
     /// An empty state at `serial`, whose history starts there.
@@ -80,7 +83,7 @@ public struct SettingsState: Sendable, Hashable, SettingsRulesView {
         let changed = changedKeys.sorted().map { key in
             SettingsRules.changedKey(key, effective: effectiveValue(of: key), schema: schemas[key])
         }
-        return Commit(serial: serial, changed: changed)
+        return Commit(serial: serial, changed: changed, described: Set(resolution.registrations.map(\.key)).sorted())
     }
 
     // MARK: - SettingsRulesView
