@@ -18,6 +18,8 @@ public struct Changeset: Sendable {
     public var ifSerial: UInt64?
     /// The unique bus name of the writer, reported in the `Changed` signal.
     public var origin: String
+    /// Keys whose schema is removed (`Unregister`); their user values stay unless `resets` names them.
+    public var unregistrations: [SettingPath] = []
     /// Whether a registration may change a schema incompatibly (`Register`'s option `replace`); without it,
     /// only the compatible changes of ``SettingsModel/SettingSchema/changes(to:)`` are accepted.
     public var replacing: Bool = false
@@ -42,6 +44,8 @@ struct ResolvedChangeset: Sendable {
     var writes: [(key: SettingPath, value: DBusValue?)]
     var registrations: [(key: SettingPath, schema: SettingSchema)]
     var origin: String
+    /// The keys whose schema is removed.
+    var unregistrations: [SettingPath] = []
 }
 
 /// What one commit changed, as the `Changed` and `DescriptionChanged` signals report it.

@@ -42,6 +42,7 @@ extension DurableStore {
                 var writes = 0
                 for entry in state.accumulating {
                     writes += entry.changeset.writes.count + entry.changeset.registrations.count
+                        + entry.changeset.unregistrations.count
                     if writes > limit { return nil }
                 }
             }
@@ -129,8 +130,11 @@ extension DurableStore {
                 state.stagedValues[key] = nil
             }
             for registration in changeset.registrations
-            where state.stagedSchemas[registration.key] == registration.schema {
-                state.stagedSchemas[registration.key] = nil
+            where state.stagedSchemas[registration.key] == .some(registration.schema) {
+                state.stagedSchemas.removeValue(forKey: registration.key)
+            }
+            for key in changeset.unregistrations where state.stagedSchemas[key] == .some(nil) {
+                state.stagedSchemas.removeValue(forKey: key)
             }
         }
         return state.commitHandler
@@ -178,8 +182,8 @@ extension DurableStore {
     func commitToMemory(_ changeset: ResolvedChangeset) -> CommittedChange? {
         var changedKeys = changeset.writes.map(\.key)
         let written = SettingLocation.enclosing(changedKeys)
-        let touched =
-            changeset.registrations.isEmpty ? written : SettingLocation.enclosing(changedKeys + changeset.registrations.map(\.key))
+        let schemaKeys = changeset.registrations.map(\.key) + changeset.unregistrations
+        let touched = schemaKeys.isEmpty ? written : SettingLocation.enclosing(changedKeys + schemaKeys)
         let large = changeset.writes.count > Self.memoryPiece
         if large {
             var before: [SettingPath: UserValue?] = [:]
@@ -214,13 +218,19 @@ extension DurableStore {
                     changedKeys.append(key)
                 }
             }
+            for key in changeset.unregistrations {
+                // The default goes away, or a stored value the schema did not serve is served again.
+                let before = state.effectiveValue(key)
+                state.schemas.remove(key)
+                if before != state.effectiveValue(key), !changedKeys.contains(key) { changedKeys.append(key) }
+            }
             // The old values are released after the lock.
             let replaced = state.applying
             state.applying = nil
-            guard !changedKeys.isEmpty || !changeset.registrations.isEmpty else { return (nil, replaced) }
+            guard !changedKeys.isEmpty || !schemaKeys.isEmpty else { return (nil, replaced) }
             var change = CommittedChange(
                 path: .directory(.root), values: [], removed: [], secretKeys: [], serial: changeset.serial,
-                origin: changeset.origin, describedKeys: Set(changeset.registrations.map(\.key)).sorted())
+                origin: changeset.origin, describedKeys: Set(schemaKeys).sorted())
             if !large {
                 state.values.apply(changeset.writes, serial: changeset.serial)
                 Self.describe(changedKeys[...], state, into: &change)

@@ -186,6 +186,11 @@ public enum SettingsInterface {
                 _ = try await store.apply(changeset)
                 return Settings1.EmptyReply()
             },
+            write(Settings1.UnregisterRequest.self) { call, request throws(SettingsError) in
+                var changeset = Changeset(resets: request.removeValue ? [.key(request.key)] : [], origin: origin(call))
+                changeset.unregistrations = [request.key]
+                return changeset
+            },
             method(Settings1.DescribeRequest.self) { _, request throws(SettingsError) in
                 SchemaCoding.describe(try store.describe(request.key))
             },

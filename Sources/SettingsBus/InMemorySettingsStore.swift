@@ -26,12 +26,13 @@ public final class InMemorySettingsStore: SettingsStore {
         /// Commits a write and tells the watchers what it changed; nil when it changes nothing.
         mutating func commit(
             sets: [(key: SettingPath, value: DBusValue)], resets: [SettingLocation] = [],
-            registrations: [(key: SettingPath, schema: SettingSchema)] = [], replacing: Bool = false,
-            ifSerial: UInt64? = nil, origin: String
+            registrations: [(key: SettingPath, schema: SettingSchema)] = [], unregistrations: [SettingPath] = [],
+            replacing: Bool = false, ifSerial: UInt64? = nil, origin: String
         ) throws(SettingsError) -> UInt64? {
             guard
                 let commit = try settings.commit(
-                    sets: sets, resets: resets, registrations: registrations, replacing: replacing, ifSerial: ifSerial)
+                    sets: sets, resets: resets, registrations: registrations, unregistrations: unregistrations,
+                    replacing: replacing, ifSerial: ifSerial)
             else { return nil }
             var update = SettingsUpdate(kind: .change, values: [:], removed: [], serial: commit.serial, origin: origin)
             // A secret key's value stays in the process: it is reported like any other.
@@ -125,6 +126,15 @@ public final class InMemorySettingsStore: SettingsStore {
             _ = try state.commit(
                 sets: [], registrations: schemas.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
                 replacing: replacing, origin: origin)
+        }
+    }
+
+    @discardableResult
+    public func unregister(_ key: SettingPath, removingValue: Bool) async throws(SettingsError) -> UInt64 {
+        try state.withLock { state throws(SettingsError) in
+            try state.commit(
+                sets: [], resets: removingValue ? [.key(key)] : [], unregistrations: [key], origin: origin)
+                ?? state.settings.serial
         }
     }
 

@@ -51,6 +51,15 @@ public protocol SettingsStore: Sendable {
     ///   `replacing` is false.
     func register(_ schemas: [SettingPath: SettingSchema], replacing: Bool) async throws(SettingsError)
 
+    /// Removes the schema of a key. Its user value is kept, and then served as it is, unless `removingValue`
+    /// is true. Watchers of the key hear of a change of its effective value (the default goes away, or a kept
+    /// value is served again), and ``descriptions(for:)`` of the new description.
+    ///
+    /// - Returns: the serial of the commit.
+    /// - Throws: ``SettingsError`` `UnknownKey` when the key has neither a schema nor a value.
+    @discardableResult
+    func unregister(_ key: SettingPath, removingValue: Bool) async throws(SettingsError) -> UInt64
+
     /// Describes a key: its schema, user value and effective value.
     ///
     /// - Throws: ``SettingsError`` `UnknownKey` when the key has neither a value nor a schema.
@@ -90,6 +99,24 @@ public protocol SettingsStore: Sendable {
 }
 
 extension SettingsStore {
+    /// Removes the schema of a key, keeping its user value (see the requirement).
+    @discardableResult
+    public func unregister(_ key: SettingPath) async throws(SettingsError) -> UInt64 {
+        try await unregister(key, removingValue: false)
+    }
+
+    /// Removes the schema of a typed key (see the requirement).
+    ///
+    /// ```swift
+    /// try await settings.unregister(.legacyTheme, removingValue: true)
+    /// ```
+    @discardableResult
+    public func unregister<Value>(
+        _ key: SettingKey<Value>, removingValue: Bool = false
+    ) async throws(SettingsError) -> UInt64 {
+        try await unregister(key.path, removingValue: removingValue)
+    }
+
     /// Yields the current description once (see the requirement).
     public func descriptions(for key: SettingPath) -> AsyncStream<SettingDescription> {
         AsyncStream { continuation in

@@ -124,6 +124,36 @@ extension SettingsStoreConformance {
             try expectEqual(second.schema?.summary, "two", "after a new summary")
             try expectEqual(second.userValue, .int32(5), "the user value")
         },
+        Check(name: "unregisterKeepsTheValueUnlessAskedToRemoveIt") { store, dir in
+            let mode = SettingKey(try dir.key(named: "mode"), default: "auto").choices(["auto", "on"])
+            let size = SettingKey(try dir.key(named: "size"), default: Int32(10))
+            var weird = SettingsTransaction()
+            weird.set(mode.path, to: .string("weird"))
+            try await store.commit(weird)
+            try await store.register(mode, size)
+            try expectEqual(try await store.get(mode), "auto", "a stored value the choices refuse")
+            let changes = Collector(store.updates(of: .directory(dir)))
+            defer { changes.stop() }
+            _ = try await changes.next()
+            let descriptions = Collector(store.descriptions(for: mode.path))
+            defer { descriptions.stop() }
+            try expect(try await descriptions.next().schema != nil, "registered")
+            // The kept value is served again, as it is.
+            let serial = try await store.unregister(mode)
+            let change = try await changes.next()
+            try expectEqual(change.values, [mode.path: .string("weird")], "the change")
+            try expectEqual(change.serial, serial, "the change's serial")
+            try expect(try await descriptions.next().schema == nil, "the description after unregister")
+            try expectEqual(try await store.read([mode.path]).values[mode.path], .string("weird"), "the kept value")
+            // A key with only a default has no value any more.
+            try await store.unregister(size)
+            try expectEqual(try await changes.next().removed, [size.path], "the removed default")
+            try await expectError(.unknownKey) { try await store.unregister(size) }
+            // removingValue removes the value too.
+            try await store.unregister(mode.path, removingValue: true)
+            try expectEqual(try await changes.next().removed, [mode.path], "the removed value")
+            try await expectError(.unknownKey) { try await store.describe(mode.path) }
+        },
         Check(name: "transactionIsAtomic") { store, dir in
             let good = SettingKey(try dir.key(named: "good"), default: 0)
             let bad = SettingKey(try dir.key(named: "bad"), default: Int32(0)).range(0...10)

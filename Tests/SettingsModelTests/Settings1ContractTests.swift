@@ -71,6 +71,8 @@ struct Settings1ContractTests {
             Settings1.RegisterRequest(key: key("/org/example/name"), type: .string, defaultValue: .string("")),
             "no options"),
         Sample(Settings1.EmptyReply()),
+        Sample(Settings1.UnregisterRequest(key: key("/org/example/size"), removeValue: true)),
+        Sample(Settings1.UnregisterRequest(key: key("/org/example/size")), "keeping the value"),
         Sample(Settings1.DescribeRequest(key: key("/org/example/size"))),
         Sample(
             Settings1.DescribeReply(

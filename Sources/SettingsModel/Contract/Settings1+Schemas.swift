@@ -178,6 +178,53 @@ extension Settings1 {
     }
 }
 
+// MARK: - Unregister
+
+extension Settings1 {
+    /// `Unregister(s key, a{sv} options) → t serial`: removes the schema of a key. Its user value is kept, and
+    /// served as it is, unless option `remove-value` (b) is true. A key with neither a schema nor a value is
+    /// `UnknownKey`.
+    public struct UnregisterRequest: Request {
+        public typealias Reply = SerialReply
+        public static let method: MemberName = "Unregister"
+        public static let arguments = [DBusArgument("key", .string), DBusArgument("options", Settings1.stringMap)]
+
+        /// The key whose schema is removed.
+        public var key: SettingPath
+        /// `remove-value` (b): whether the key's user value is removed too.
+        public var removeValue: Bool
+
+        /// The names of the options `Unregister` knows.
+        public static let optionNames = ["remove-value"]
+
+        /// Makes the request.
+        public init(key: SettingPath, removeValue: Bool = false) {
+            self.key = key
+            self.removeValue = removeValue
+        }
+
+        public init(_ body: [DBusValue]) throws(SettingsError) {
+            let reader = try BodyReader(body, Self.arguments, "Unregister")
+            key = try reader.key(0)
+            removeValue = false
+            for (name, option) in try reader.map(1) {
+                switch (name, option) {
+                case ("remove-value", .boolean(let remove)): removeValue = remove
+                case ("remove-value", _):
+                    throw .invalidValue("option 'remove-value' of \(key) has the wrong type '\(option.type)'")
+                default:
+                    throw .invalidValue(
+                        "unknown Unregister option '\(name)' for \(key); known: \(Self.optionNames.joined(separator: ", "))")
+                }
+            }
+        }
+
+        public var body: [DBusValue] {
+            [.string(key.rawValue), ValueMap(removeValue ? [("remove-value", .boolean(true))] : []).dbusValue]
+        }
+    }
+}
+
 // MARK: - Describe
 
 extension Settings1 {
