@@ -239,7 +239,9 @@ final class StorePersistence: Sendable {
 
     private static func schema(from row: SQLiteRow) throws -> SettingSchema {
         let type = try DBusType(parsing: row.text(1))
-        let defaultValue = try GVariantText.parse(row.text(2), as: type)
+        // An empty default_value is a key without a default (GVariant text of a value is never empty).
+        let defaultText = row.text(2)
+        let defaultValue = defaultText.isEmpty ? nil : try GVariantText.parse(defaultText, as: type)
         var range: SettingRange?
         if let min = row.optionalText(5), let max = row.optionalText(6) {
             range = SettingRange(min: try GVariantText.parse(min, as: type), max: try GVariantText.parse(max, as: type))
@@ -431,7 +433,7 @@ final class StorePersistence: Sendable {
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
             [
-                .text(path), .text(type.signatureText), .text(GVariantText.format(schema.defaultValue)),
+                .text(path), .text(type.signatureText), .text(schema.defaultValue.map { GVariantText.format($0) } ?? ""),
                 .nullable(schema.summary), .nullable(schema.description),
                 .nullable(schema.range.map { GVariantText.format($0.min) }),
                 .nullable(schema.range.map { GVariantText.format($0.max) }), .nullable(choices),

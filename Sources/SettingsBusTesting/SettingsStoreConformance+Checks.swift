@@ -154,6 +154,25 @@ extension SettingsStoreConformance {
             try expectEqual(try await changes.next().removed, [mode.path], "the removed value")
             try await expectError(.unknownKey) { try await store.describe(mode.path) }
         },
+        Check(name: "anOptionalKeyWithANilDefaultRegistersWithoutADefault") { store, dir in
+            let home = SettingKey<URL?>(try dir.key(named: "home"), default: nil)
+            let nickname = SettingKey<String?>(try dir.key(named: "nickname"), default: nil)
+            try await store.register(home, nickname)
+            try expectEqual(try await store.get(home), nil, "an unset key without a default")
+            let described = try await store.describe(nickname)
+            try expect(described.schema != nil && described.schema?.defaultValue == nil, "described as \(described)")
+            try expectEqual(described.type, .string, "the registered type")
+            try expectEqual(try await store.read([nickname.path]).values[nickname.path], nil, "no value")
+            try await store.set(nickname, to: "ace")
+            try expectEqual(try await store.get(nickname), "ace", "after set")
+            var wrong = SettingsTransaction()
+            wrong.set(nickname.path, to: .int32(1))
+            try await expectError(.typeMismatch) { try await store.commit(wrong) }
+            // A default added later is a compatible change.
+            try await store.register([nickname.path: SettingSchema(defaultValue: .string("none"))], replacing: false)
+            try await store.reset(nickname)
+            try expectEqual(try await store.get(nickname), "none", "the default added")
+        },
         Check(name: "transactionIsAtomic") { store, dir in
             let good = SettingKey(try dir.key(named: "good"), default: 0)
             let bad = SettingKey(try dir.key(named: "bad"), default: Int32(0)).range(0...10)
