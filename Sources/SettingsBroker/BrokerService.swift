@@ -133,8 +133,16 @@ public final class BrokerService: Service, Sendable {
         }
         store.setCommitHandler { [logger] changes in
             for change in changes {
-                do { try connection.send(SettingsInterface.changedSignal(change)) } catch {
-                    logger.error("cannot emit Changed", metadata: ["serial": "\(change.serial)", "error": "\(error)"])
+                if change.changesValues {
+                    do { try connection.send(SettingsInterface.changedSignal(change)) } catch {
+                        logger.error("cannot emit Changed", metadata: ["serial": "\(change.serial)", "error": "\(error)"])
+                    }
+                }
+                if let signal = SettingsInterface.descriptionChangedSignal(change) {
+                    do { try connection.send(signal) } catch {
+                        logger.error(
+                            "cannot emit DescriptionChanged", metadata: ["serial": "\(change.serial)", "error": "\(error)"])
+                    }
                 }
             }
         }

@@ -18,6 +18,8 @@ public struct Changeset: Sendable {
     public var ifSerial: UInt64?
     /// The unique bus name of the writer, reported in the `Changed` signal.
     public var origin: String
+    /// Keys whose schema is removed (`Unregister`); their user values stay unless `resets` names them.
+    public var unregistrations: [SettingPath] = []
     /// Whether a registration may change a schema incompatibly (`Register`'s option `replace`); without it,
     /// only the compatible changes of ``SettingsModel/SettingSchema/changes(to:)`` are accepted.
     public var replacing: Bool = false
@@ -48,9 +50,11 @@ struct ResolvedChangeset: Sendable {
     var origin: String
     /// Keys reported as changed though not written (``Changeset/announced``).
     var announced: [SettingPath] = []
+    /// The keys whose schema is removed.
+    var unregistrations: [SettingPath] = []
 }
 
-/// What one commit changed, as the `Changed` signal reports it.
+/// What one commit changed, as the `Changed` and `DescriptionChanged` signals report it.
 public struct CommittedChange: Sendable, Hashable {
     /// The key when one key changed, else the longest common directory.
     public var path: SettingLocation
@@ -62,8 +66,14 @@ public struct CommittedChange: Sendable, Hashable {
     public var secretKeys: [String]
     /// The commit serial.
     public var serial: UInt64
-    /// The unique bus name of the writer.
+    /// The unique bus name of the writer, or `schema file PATH`.
     public var origin: String
+    /// Keys whose schema the commit registered, replaced or removed, in key order: announced by the
+    /// `DescriptionChanged` signal, after the `Changed` signal (if any).
+    public var describedKeys: [SettingPath] = []
+
+    /// Whether the commit changed the effective value of a key, so that a `Changed` signal announces it.
+    public var changesValues: Bool { !values.isEmpty || !removed.isEmpty || !secretKeys.isEmpty }
 
     /// A key's new effective value.
     public struct Value: Sendable, Hashable {

@@ -42,6 +42,7 @@ extension DurableStore {
                 var writes = 0
                 for entry in state.accumulating {
                     writes += entry.changeset.writes.count + entry.changeset.registrations.count
+                        + entry.changeset.unregistrations.count
                     if writes > limit { return nil }
                 }
             }
@@ -129,8 +130,11 @@ extension DurableStore {
                 state.stagedValues[key] = nil
             }
             for registration in changeset.registrations
-            where state.stagedSchemas[registration.key] == registration.schema {
-                state.stagedSchemas[registration.key] = nil
+            where state.stagedSchemas[registration.key] == .some(registration.schema) {
+                state.stagedSchemas.removeValue(forKey: registration.key)
+            }
+            for key in changeset.unregistrations where state.stagedSchemas[key] == .some(nil) {
+                state.stagedSchemas.removeValue(forKey: key)
             }
         }
         return state.commitHandler
@@ -165,7 +169,8 @@ extension DurableStore {
         }
     }
 
-    /// Applies a committed changeset to memory and returns what the `Changed` signal reports of it.
+    /// Applies a committed changeset to memory and returns what the `Changed` and `DescriptionChanged` signals
+    /// report of it (nil when it changed neither a value nor a schema).
     ///
     /// Commits run one at a time, so nothing else changes the committed state meanwhile. A changeset of at most
     /// ``memoryPiece`` writes is applied under one hold of the `committed` lock. A larger one (a `Reset` of a
@@ -177,10 +182,10 @@ extension DurableStore {
     func commitToMemory(_ changeset: ResolvedChangeset) -> CommittedChange? {
         var changedKeys = changeset.writes.map(\.key)
         let written = SettingLocation.enclosing(changedKeys)
+        let schemaKeys = changeset.registrations.map(\.key) + changeset.unregistrations
         let touched =
-            changeset.registrations.isEmpty && changeset.announced.isEmpty
-            ? written
-            : SettingLocation.enclosing(changedKeys + changeset.registrations.map(\.key) + changeset.announced)
+            schemaKeys.isEmpty && changeset.announced.isEmpty
+            ? written : SettingLocation.enclosing(changedKeys + schemaKeys + changeset.announced)
         let large = changeset.writes.count > Self.memoryPiece
         if large {
             var before: [SettingPath: UserValue?] = [:]
@@ -215,14 +220,20 @@ extension DurableStore {
                     changedKeys.append(key)
                 }
             }
+            for key in changeset.unregistrations {
+                // The default goes away, or a stored value the schema did not serve is served again.
+                let before = state.effectiveValue(key)
+                state.schemas.remove(key)
+                if before != state.effectiveValue(key), !changedKeys.contains(key) { changedKeys.append(key) }
+            }
             for key in changeset.announced where !changedKeys.contains(key) { changedKeys.append(key) }
             // The old values are released after the lock.
             let replaced = state.applying
             state.applying = nil
-            guard !changedKeys.isEmpty else { return (nil, replaced) }
+            guard !changedKeys.isEmpty || !schemaKeys.isEmpty else { return (nil, replaced) }
             var change = CommittedChange(
                 path: .directory(.root), values: [], removed: [], secretKeys: [], serial: changeset.serial,
-                origin: changeset.origin)
+                origin: changeset.origin, describedKeys: Set(schemaKeys).sorted())
             if !large {
                 state.values.apply(changeset.writes, serial: changeset.serial)
                 Self.describe(changedKeys[...], state, into: &change)

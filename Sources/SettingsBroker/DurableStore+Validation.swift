@@ -11,10 +11,10 @@ extension DurableStore {
         // validateForStorage ran in submit, before the lock.
         let resolution = try SettingsRules.resolve(
             sets: changeset.sets, resets: changeset.resets, registrations: changeset.registrations,
-            replacing: changeset.replacing, ifSerial: changeset.ifSerial, in: StagedView(store: self, state: state))
+            unregistrations: changeset.unregistrations, replacing: changeset.replacing, ifSerial: changeset.ifSerial, in: StagedView(store: self, state: state))
         return ResolvedChangeset(
             serial: state.nextSerial, writes: resolution.writes, registrations: resolution.registrations,
-            origin: changeset.origin, announced: changeset.announced)
+            origin: changeset.origin, announced: changeset.announced, unregistrations: resolution.unregistrations)
     }
 
     /// The serial of the last reset of a key without a user value since start-up, if any.
@@ -34,7 +34,8 @@ struct StagedView: SettingsRulesView {
     var administrator: AdministratorLayer { store.committed.withLock { $0.administrator } }
 
     func schema(of key: SettingPath) -> SettingSchema? {
-        state.stagedSchemas[key] ?? store.committed.withLock { $0.schemas[key] }
+        if let staged = state.stagedSchemas[key] { return staged }
+        return store.committed.withLock { $0.schemas[key] }
     }
 
     func userValue(of key: SettingPath) -> DBusValue? {

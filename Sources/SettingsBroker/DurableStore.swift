@@ -80,7 +80,8 @@ public final class DurableStore: Sendable {
         /// Serials of resets, so compare-and-set sees a removal as a change.
         var resetSerials = ResetSerials()
         var stagedValues: [SettingPath: (value: DBusValue?, serial: UInt64)] = [:]
-        var stagedSchemas: [SettingPath: SettingSchema] = [:]
+        /// A staged removal (`Unregister`) is `.some(nil)`.
+        var stagedSchemas: [SettingPath: SettingSchema?] = [:]
         var accumulating: [(changeset: ResolvedChangeset, completion: Completion)] = []
         var commitInFlight = false
         /// Whether the last commit took longer than `slowCommit`: then the next runs on the commit queue.
@@ -181,7 +182,9 @@ public final class DurableStore: Sendable {
             } catch {
                 return .answered(.failure(error))
             }
-            guard !resolved.writes.isEmpty || !resolved.registrations.isEmpty || !resolved.announced.isEmpty else {
+            guard !resolved.writes.isEmpty || !resolved.registrations.isEmpty || !resolved.unregistrations.isEmpty
+                || !resolved.announced.isEmpty
+            else {
                 return .answered(.success(state.nextSerial - 1))
             }
             state.nextSerial += 1
@@ -191,6 +194,9 @@ public final class DurableStore: Sendable {
             }
             for registration in resolved.registrations {
                 state.stagedSchemas[registration.key] = registration.schema
+            }
+            for key in resolved.unregistrations {
+                state.stagedSchemas[key] = .some(nil)
             }
             state.accumulating.append((resolved, completion))
             guard !state.commitInFlight else { return .queued(startCommit: false, mayRunInline: false) }

@@ -186,6 +186,11 @@ public enum SettingsInterface {
                 _ = try await store.apply(changeset)
                 return Settings1.EmptyReply()
             },
+            write(Settings1.UnregisterRequest.self) { call, request throws(SettingsError) in
+                var changeset = Changeset(resets: request.removeValue ? [.key(request.key)] : [], origin: origin(call))
+                changeset.unregistrations = [request.key]
+                return changeset
+            },
             method(Settings1.DescribeRequest.self) { _, request throws(SettingsError) in
                 SchemaCoding.describe(try store.describe(request.key))
             },
@@ -224,6 +229,13 @@ public enum SettingsInterface {
             signal.removed = []
         }
         return signal.message
+    }
+
+    /// The `DescriptionChanged` signal for one commit, sent right after its `Changed` signal: nil when the commit
+    /// registered, replaced or removed no schema.
+    public static func descriptionChangedSignal(_ change: CommittedChange) -> DBusMessage? {
+        Settings1.DescriptionChangedSignal(keys: change.describedKeys, serial: change.serial, origin: change.origin)?
+            .message
     }
 
     // MARK: - SetFromString

@@ -20,7 +20,7 @@ public enum Durability: String, Sendable, CaseIterable {
 /// that wrote it; `schemas(path, …)`; `meta(name, value)` holding the `format` version and a `serial`. The
 /// store's serial is the larger of `meta.serial` and the highest `settings.serial` (format 2): a commit that
 /// only stores values carries its serial in their rows and leaves `meta` alone, so it writes one page fewer;
-/// a commit that removes a value or registers a schema also sets `meta.serial`.
+/// a commit that removes a value or registers or removes a schema also sets `meta.serial`.
 ///
 /// Opening never fails: ``StoreOpener`` checks the file, moves a damaged one aside and restores the backup,
 /// or falls back to serving read-only; ``condition`` says which happened. ``backup`` keeps `<store>.backup`.
@@ -239,7 +239,9 @@ final class StorePersistence: Sendable {
 
     private static func schema(from row: SQLiteRow) throws -> SettingSchema {
         let type = try DBusType(parsing: row.text(1))
-        let defaultValue = try GVariantText.parse(row.text(2), as: type)
+        // An empty default_value is a key without a default (GVariant text of a value is never empty).
+        let defaultText = row.text(2)
+        let defaultValue = defaultText.isEmpty ? nil : try GVariantText.parse(defaultText, as: type)
         var range: SettingRange?
         if let min = row.optionalText(5), let max = row.optionalText(6) {
             range = SettingRange(min: try GVariantText.parse(min, as: type), max: try GVariantText.parse(max, as: type))
@@ -277,7 +279,9 @@ final class StorePersistence: Sendable {
             // Whether the last serial is left in no row: then `meta` records it (see the type's note).
             var serialNeedsMeta = false
             for changeset in batch {
-                serialNeedsMeta = serialNeedsMeta || changeset.writes.isEmpty || !changeset.registrations.isEmpty
+                serialNeedsMeta =
+                    serialNeedsMeta || changeset.writes.isEmpty || !changeset.registrations.isEmpty
+                    || !changeset.unregistrations.isEmpty
                 for write in changeset.writes {
                     if let value = write.value {
                         try db.execute(Self.upsertValue, [
@@ -291,6 +295,9 @@ final class StorePersistence: Sendable {
                 }
                 for registration in changeset.registrations {
                     try StorePersistence.insert(registration.schema, at: registration.key.rawValue, db)
+                }
+                for key in changeset.unregistrations {
+                    try db.execute("DELETE FROM schemas WHERE path = ?", [.text(key.rawValue)])
                 }
             }
             if serialNeedsMeta {
@@ -426,7 +433,7 @@ final class StorePersistence: Sendable {
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
             [
-                .text(path), .text(type.signatureText), .text(GVariantText.format(schema.defaultValue)),
+                .text(path), .text(type.signatureText), .text(schema.defaultValue.map { GVariantText.format($0) } ?? ""),
                 .nullable(schema.summary), .nullable(schema.description),
                 .nullable(schema.range.map { GVariantText.format($0.min) }),
                 .nullable(schema.range.map { GVariantText.format($0.max) }), .nullable(choices),

@@ -103,13 +103,18 @@ struct SchemaTable {
     /// The number of schemas.
     var count: Int { schemas.count }
 
-    /// The schema of a key; schemas are never removed.
+    /// The schema of a key; set to register one (``remove(_:)`` removes one).
     subscript(key: SettingPath) -> SettingSchema? {
         get { schemas[key] }
         set {
-            guard let newValue else { preconditionFailure("a schema is never removed") }
+            guard let newValue else { preconditionFailure("a schema is removed with remove(_:)") }
             if schemas.updateValue(newValue, forKey: key) == nil { order.insert(key.rawValue) }
         }
+    }
+
+    /// Removes the schema of a key (`Unregister`).
+    mutating func remove(_ key: SettingPath) {
+        if schemas.removeValue(forKey: key) != nil { _ = order.remove(key.rawValue) }
     }
 }
 

@@ -145,6 +145,16 @@ public final class BusSettingsStore: SettingsStore {
         }
     }
 
+    @discardableResult
+    public func unregister(_ key: SettingPath, removingValue: Bool) async throws(SettingsError) -> UInt64 {
+        let serial = try await link.call(Settings1.UnregisterRequest(key: key, removeValue: removingValue)).serial
+        // The effective value is the broker's to say: the local copy serves the key again once it has caught up.
+        var written = SettingsTransaction()
+        written.reset(.key(key))
+        hub.noteWrite(written, serial: serial)
+        return serial
+    }
+
     public func describe(_ key: SettingPath) async throws(SettingsError) -> SettingDescription {
         SettingDescription(key: key, reply: try await link.call(Settings1.DescribeRequest(key: key)))
     }

@@ -17,6 +17,7 @@ public final class InMemorySettingsStore: SettingsStore {
         var settings = SettingsState()
         var nextWatcher: UInt64 = 0
         var watchers: [UInt64: (location: SettingLocation, continuation: AsyncStream<SettingsUpdate>.Continuation)] = [:]
+        var describers: [UInt64: (key: SettingPath, continuation: AsyncStream<SettingDescription>.Continuation)] = [:]
 
         func effective(_ key: SettingPath) -> DBusValue? { settings.effectiveValue(of: key) }
 
@@ -25,12 +26,13 @@ public final class InMemorySettingsStore: SettingsStore {
         /// Commits a write and tells the watchers what it changed; nil when it changes nothing.
         mutating func commit(
             sets: [(key: SettingPath, value: DBusValue)], resets: [SettingLocation] = [],
-            registrations: [(key: SettingPath, schema: SettingSchema)] = [], replacing: Bool = false,
-            ifSerial: UInt64? = nil, origin: String
+            registrations: [(key: SettingPath, schema: SettingSchema)] = [], unregistrations: [SettingPath] = [],
+            replacing: Bool = false, ifSerial: UInt64? = nil, origin: String
         ) throws(SettingsError) -> UInt64? {
             guard
                 let commit = try settings.commit(
-                    sets: sets, resets: resets, registrations: registrations, replacing: replacing, ifSerial: ifSerial)
+                    sets: sets, resets: resets, registrations: registrations, unregistrations: unregistrations,
+                    replacing: replacing, ifSerial: ifSerial)
             else { return nil }
             var update = SettingsUpdate(kind: .change, values: [:], removed: [], serial: commit.serial, origin: origin)
             // A secret key's value stays in the process: it is reported like any other.
@@ -39,7 +41,24 @@ public final class InMemorySettingsStore: SettingsStore {
             }
             // Delivered under the lock, so watchers see commits in serial order.
             if !commit.changed.isEmpty { InMemorySettingsStore.deliver(update, to: watchers.values) }
+            if !commit.described.isEmpty {
+                let described = Set(commit.described)
+                for (key, continuation) in describers.values where described.contains(key) {
+                    continuation.yield(description(of: key))
+                }
+            }
             return commit.serial
+        }
+
+        /// The description of a key; one with no schema, no value and no type for an unknown key.
+        func description(of key: SettingPath) -> SettingDescription {
+            let schema = settings.schemas[key]
+            let user = settings.values[key]
+            var problem: String?
+            if let schema, let user { problem = schema.whyNotServed(user) }
+            return SettingDescription(
+                key: key, schema: schema, userValue: schema?.isSecret == true ? nil : user,
+                type: schema?.type ?? user?.type, isWritable: true, serial: settings.changes[key], problem: problem)
         }
     }
 
@@ -55,8 +74,11 @@ public final class InMemorySettingsStore: SettingsStore {
     }
 
     deinit {
-        let watchers = state.withLock { $0.watchers.values.map(\.continuation) }
+        let (watchers, describers) = state.withLock {
+            ($0.watchers.values.map(\.continuation), $0.describers.values.map(\.continuation))
+        }
         for watcher in watchers { watcher.finish() }
+        for describer in describers { describer.finish() }
     }
 
     public func read(_ keys: [SettingPath]) async throws(SettingsError) -> SettingsSnapshot {
@@ -107,19 +129,39 @@ public final class InMemorySettingsStore: SettingsStore {
         }
     }
 
+    @discardableResult
+    public func unregister(_ key: SettingPath, removingValue: Bool) async throws(SettingsError) -> UInt64 {
+        try state.withLock { state throws(SettingsError) in
+            try state.commit(
+                sets: [], resets: removingValue ? [.key(key)] : [], unregistrations: [key], origin: origin)
+                ?? state.settings.serial
+        }
+    }
+
     public func describe(_ key: SettingPath) async throws(SettingsError) -> SettingDescription {
         try state.withLock { state throws(SettingsError) in
-            let schema = state.settings.schemas[key]
-            let user = state.settings.values[key]
-            guard schema != nil || user != nil else {
+            guard state.settings.schemas[key] != nil || state.settings.values[key] != nil else {
                 throw .unknownKey("\(key) has no value and no registered schema")
             }
-            var problem: String?
-            if let schema, let user { problem = schema.whyNotServed(user) }
-            return SettingDescription(
-                key: key, schema: schema, userValue: schema?.isSecret == true ? nil : user,
-                type: schema?.type ?? user?.type, isWritable: true, serial: state.settings.changes[key], problem: problem)
+            return state.description(of: key)
         }
+    }
+
+    /// The descriptions of a key: the current one, then a new one after each registration, replacement or
+    /// removal of its schema in this store.
+    public func descriptions(for key: SettingPath) -> AsyncStream<SettingDescription> {
+        let (stream, continuation) = AsyncStream.makeStream(of: SettingDescription.self)
+        let id = state.withLock { state in
+            defer { state.nextWatcher += 1 }
+            let id = state.nextWatcher
+            state.describers[id] = (key, continuation)
+            continuation.yield(state.description(of: key))
+            return id
+        }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLock { $0.describers.removeValue(forKey: id) }
+        }
+        return stream
     }
 
     public func updates(of location: SettingLocation) -> SettingsUpdates {

@@ -169,13 +169,14 @@ public struct SettingKey<Value: SettingValue>: Sendable {
 
     /// The schema the key registers.
     ///
-    /// - Throws: `InvalidValue` when the type or the default cannot be encoded, or the key's default is nil
-    ///   (a schema needs a default value).
+    /// An optional key whose default is nil registers a schema without a default: the key has no value until
+    /// one is set.
+    ///
+    /// - Throws: `InvalidValue` when the type or the default cannot be encoded, or the type cannot be known
+    ///   (an optional Codable key whose default is nil).
     public func schema() throws(SettingsError) -> SettingSchema {
         let type = try dbusType()
-        guard let encodedDefault = try Value.settingRepresentation.encode(defaultValue) else {
-            throw .invalidValue("\(path) cannot be registered: its default is nil, and a schema needs a default")
-        }
+        let encodedDefault = try Value.settingRepresentation.encode(defaultValue)
         var encodedChoices: [DBusValue]?
         if let choices {
             var values: [DBusValue] = []

@@ -51,10 +51,33 @@ public protocol SettingsStore: Sendable {
     ///   `replacing` is false.
     func register(_ schemas: [SettingPath: SettingSchema], replacing: Bool) async throws(SettingsError)
 
+    /// Removes the schema of a key. Its user value is kept, and then served as it is, unless `removingValue`
+    /// is true. Watchers of the key hear of a change of its effective value (the default goes away, or a kept
+    /// value is served again), and ``descriptions(for:)`` of the new description.
+    ///
+    /// - Returns: the serial of the commit.
+    /// - Throws: ``SettingsError`` `UnknownKey` when the key has neither a schema nor a value.
+    @discardableResult
+    func unregister(_ key: SettingPath, removingValue: Bool) async throws(SettingsError) -> UInt64
+
     /// Describes a key: its schema, user value and effective value.
     ///
     /// - Throws: ``SettingsError`` `UnknownKey` when the key has neither a value nor a schema.
     func describe(_ key: SettingPath) async throws(SettingsError) -> SettingDescription
+
+    /// The descriptions of a key: the current one first, then a new one each time a registration, a
+    /// replacement or a removal of its schema changes what ``describe(_:)`` answers (the broker's
+    /// `DescriptionChanged` signal), until the consuming task is cancelled.
+    ///
+    /// A key with neither a value nor a schema is described with no schema, no value and no type. A store that
+    /// does not implement it gets a version that yields the current description once.
+    ///
+    /// ```swift
+    /// for await description in settings.descriptions(for: key) {
+    ///     print(description.schema?.summary ?? "not registered")
+    /// }
+    /// ```
+    func descriptions(for key: SettingPath) -> AsyncStream<SettingDescription>
 
     /// The updates of a key or of every key below a directory.
     ///
@@ -73,6 +96,49 @@ public protocol SettingsStore: Sendable {
     /// above it) is being watched, and the local copy is at least as new as the last change this process
     /// wrote or was told of. Nil when the store would have to ask.
     func cachedValue(of key: SettingPath) -> CachedSetting?
+}
+
+extension SettingsStore {
+    /// Removes the schema of a key, keeping its user value (see the requirement).
+    @discardableResult
+    public func unregister(_ key: SettingPath) async throws(SettingsError) -> UInt64 {
+        try await unregister(key, removingValue: false)
+    }
+
+    /// Removes the schema of a typed key (see the requirement).
+    ///
+    /// ```swift
+    /// try await settings.unregister(.legacyTheme, removingValue: true)
+    /// ```
+    @discardableResult
+    public func unregister<Value>(
+        _ key: SettingKey<Value>, removingValue: Bool = false
+    ) async throws(SettingsError) -> UInt64 {
+        try await unregister(key.path, removingValue: removingValue)
+    }
+
+    /// Yields the current description once (see the requirement).
+    public func descriptions(for key: SettingPath) -> AsyncStream<SettingDescription> {
+        AsyncStream { continuation in
+            let task = Task {
+                continuation.yield(await currentDescription(of: key))
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    /// The description of a key, or one with no schema, no value and no type when it is unknown or cannot be
+    /// read (for ``descriptions(for:)``).
+    func currentDescription(of key: SettingPath) async -> SettingDescription {
+        do {
+            return try await describe(key)
+        } catch {
+            return SettingDescription(
+                key: key, schema: nil, userValue: nil, type: nil, isWritable: true, serial: nil,
+                problem: error.code == .unknownKey ? nil : error.message)
+        }
+    }
 }
 
 /// The effective value of a key as known locally.

@@ -108,6 +108,71 @@ extension SettingsStoreConformance {
             try expectEqual(third.values, [refused: .int32(6)], "the change after registering an unset key")
             try expectEqual(third.serial, serial, "the serial of that change")
         },
+        Check(name: "descriptionsFollowTheKeysSchema") { store, dir in
+            let path = try dir.key(named: "described")
+            let descriptions = Collector(store.descriptions(for: path))
+            defer { descriptions.stop() }
+            let first = try await descriptions.next()
+            try expect(first.schema == nil && first.type == nil, "an unknown key is described as \(first)")
+            try await store.register([path: SettingSchema(defaultValue: .int32(1), summary: "one")], replacing: false)
+            try expectEqual(try await descriptions.next().schema?.summary, "one", "after registering")
+            // An identical registration changes nothing: the next description is the next change's.
+            try await store.register([path: SettingSchema(defaultValue: .int32(1), summary: "one")], replacing: false)
+            try await store.set(SettingKey(path, default: Int32(1)), to: 5)
+            try await store.register([path: SettingSchema(defaultValue: .int32(1), summary: "two")], replacing: false)
+            let second = try await descriptions.next()
+            try expectEqual(second.schema?.summary, "two", "after a new summary")
+            try expectEqual(second.userValue, .int32(5), "the user value")
+        },
+        Check(name: "unregisterKeepsTheValueUnlessAskedToRemoveIt") { store, dir in
+            let mode = SettingKey(try dir.key(named: "mode"), default: "auto").choices(["auto", "on"])
+            let size = SettingKey(try dir.key(named: "size"), default: Int32(10))
+            var weird = SettingsTransaction()
+            weird.set(mode.path, to: .string("weird"))
+            try await store.commit(weird)
+            try await store.register(mode, size)
+            try expectEqual(try await store.get(mode), "auto", "a stored value the choices refuse")
+            let changes = Collector(store.updates(of: .directory(dir)))
+            defer { changes.stop() }
+            _ = try await changes.next()
+            let descriptions = Collector(store.descriptions(for: mode.path))
+            defer { descriptions.stop() }
+            try expect(try await descriptions.next().schema != nil, "registered")
+            // The kept value is served again, as it is.
+            let serial = try await store.unregister(mode)
+            let change = try await changes.next()
+            try expectEqual(change.values, [mode.path: .string("weird")], "the change")
+            try expectEqual(change.serial, serial, "the change's serial")
+            try expect(try await descriptions.next().schema == nil, "the description after unregister")
+            try expectEqual(try await store.read([mode.path]).values[mode.path], .string("weird"), "the kept value")
+            // A key with only a default has no value any more.
+            try await store.unregister(size)
+            try expectEqual(try await changes.next().removed, [size.path], "the removed default")
+            try await expectError(.unknownKey) { try await store.unregister(size) }
+            // removingValue removes the value too.
+            try await store.unregister(mode.path, removingValue: true)
+            try expectEqual(try await changes.next().removed, [mode.path], "the removed value")
+            try await expectError(.unknownKey) { try await store.describe(mode.path) }
+        },
+        Check(name: "anOptionalKeyWithANilDefaultRegistersWithoutADefault") { store, dir in
+            let home = SettingKey<URL?>(try dir.key(named: "home"), default: nil)
+            let nickname = SettingKey<String?>(try dir.key(named: "nickname"), default: nil)
+            try await store.register(home, nickname)
+            try expectEqual(try await store.get(home), nil, "an unset key without a default")
+            let described = try await store.describe(nickname)
+            try expect(described.schema != nil && described.schema?.defaultValue == nil, "described as \(described)")
+            try expectEqual(described.type, .string, "the registered type")
+            try expectEqual(try await store.read([nickname.path]).values[nickname.path], nil, "no value")
+            try await store.set(nickname, to: "ace")
+            try expectEqual(try await store.get(nickname), "ace", "after set")
+            var wrong = SettingsTransaction()
+            wrong.set(nickname.path, to: .int32(1))
+            try await expectError(.typeMismatch) { try await store.commit(wrong) }
+            // A default added later is a compatible change.
+            try await store.register([nickname.path: SettingSchema(defaultValue: .string("none"))], replacing: false)
+            try await store.reset(nickname)
+            try expectEqual(try await store.get(nickname), "none", "the default added")
+        },
         Check(name: "transactionIsAtomic") { store, dir in
             let good = SettingKey(try dir.key(named: "good"), default: 0)
             let bad = SettingKey(try dir.key(named: "bad"), default: Int32(0)).range(0...10)

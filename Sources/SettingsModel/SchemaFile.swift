@@ -17,8 +17,9 @@ import DBus
 /// theme.choices=['light', 'dark']
 /// ```
 ///
-/// Fields: `type` (a D-Bus signature; when absent, the type of the default's text), `default` (required,
-/// GVariant text read as `type`), `summary` and `description` (plain text, the rest of the line), `range`
+/// Fields: `type` (a D-Bus signature; when absent, the type of the default's text), `default` (GVariant
+/// text read as `type`; required without `type`, and a key with a `type` and no `default` has no value until one
+/// is set), `summary` and `description` (plain text, the rest of the line), `range`
 /// (`min,max` or `(min, max)`, each of the key's type), `choices` (a GVariant array of the key's type),
 /// `secret` (`true` or `false`). Blank lines and lines starting with `#` or `;` are skipped.
 public struct SchemaFile: Sendable {
@@ -120,10 +121,13 @@ public struct SchemaFile: Sendable {
                 throw Problem(line: line, message: "\(key).type '\(text)' is not one D-Bus type: \(error.message)")
             }
         }
-        guard let defaultValue = try parse("default", as: type) else {
-            throw Problem(line: fields.firstLine, message: "\(key) has no default: add \(key.name).default=…")
+        let defaultValue = try parse("default", as: type)
+        guard let keyType = type ?? defaultValue?.type else {
+            throw Problem(
+                line: fields.firstLine,
+                message: "\(key) has neither a type nor a default: add \(key.name).type=… (and, if it has one, "
+                    + "\(key.name).default=…)")
         }
-        let keyType = type ?? defaultValue.type
         var schema = SettingSchema(type: keyType, defaultValue: defaultValue)
         schema.summary = fields.values["summary"]?.text
         schema.description = fields.values["description"]?.text

@@ -29,7 +29,7 @@ extension SettingSchema {
     /// | field | compatible | incompatible |
     /// | --- | --- | --- |
     /// | `summary`, `description` | any change | — |
-    /// | `default` | any change (the new schema checks it) | — |
+    /// | `default` | any change, also one added or removed (the new schema checks it) | — |
     /// | `choices` | more choices, or none any more | a choice removed, choices where there were none |
     /// | `range` | a range that holds the old one, or none any more | a narrower or shifted range, a range where there was none |
     /// | `secret` | turned on | turned off (values would start to be broadcast) |

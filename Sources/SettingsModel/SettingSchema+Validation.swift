@@ -70,13 +70,15 @@ extension SettingSchema {
         do { _ = try Signature(type.signatureText) } catch {
             throw invalid("its type is not a valid D-Bus type: \(error.message)")
         }
-        guard defaultValue.type == type else {
-            throw invalid(
-                "the default value \(Self.show(defaultValue)) has type '\(defaultValue.type)', not the schema's "
-                    + "type '\(type)'")
-        }
-        do { try defaultValue.validate() } catch {
-            throw invalid("the default value is not a valid D-Bus value: \(error.message)")
+        if let defaultValue {
+            guard defaultValue.type == type else {
+                throw invalid(
+                    "the default value \(Self.show(defaultValue)) has type '\(defaultValue.type)', not the schema's "
+                        + "type '\(type)'")
+            }
+            do { try defaultValue.validate() } catch {
+                throw invalid("the default value is not a valid D-Bus value: \(error.message)")
+            }
         }
         try checkLimits(subject)
         if let range {
@@ -98,7 +100,7 @@ extension SettingSchema {
             }
         }
         do {
-            try check(defaultValue, for: nil)
+            if let defaultValue { try check(defaultValue, for: nil) }
         } catch {
             throw invalid("the default value does not pass the schema's checks: \(error.message)")
         }
@@ -110,13 +112,13 @@ extension SettingSchema {
     /// ``SettingsBusNames/maximumSchemaSize`` bytes.
     private func checkLimits(_ subject: String) throws(SettingsError) {
         let maximumDepth = SettingsBusNames.maximumValueDepth
-        let depth = defaultValue.nestingDepth
+        let depth = defaultValue?.nestingDepth ?? 0
         guard depth <= maximumDepth else {
             throw .tooLarge(
                 "\(subject): the default value nests containers \(depth) levels deep; a default, like any stored "
                     + "value, nests at most \(maximumDepth) levels")
         }
-        var size = defaultValue.approximateSize
+        var size = defaultValue?.approximateSize ?? 0
         for choice in choices ?? [] {
             let depth = choice.nestingDepth
             guard depth < maximumDepth else {

@@ -19,8 +19,9 @@ public import DBus
 public struct SettingSchema: Sendable, Hashable {
     /// The type every value of the key has.
     public var type: DBusType
-    /// The value the key has when no value is set.
-    public var defaultValue: DBusValue
+    /// The value the key has when no value is set; nil for a key without a default, which has no value until
+    /// one is set.
+    public var defaultValue: DBusValue?
     /// A one-line summary for people, such as "Output volume".
     public var summary: String?
     /// A longer description for people.
@@ -38,14 +39,14 @@ public struct SettingSchema: Sendable, Hashable {
     ///
     /// - Parameters:
     ///   - type: The key's type.
-    ///   - defaultValue: The key's default, of that type.
+    ///   - defaultValue: The key's default, of that type; nil for none.
     ///   - summary: A one-line summary.
     ///   - description: A longer description.
     ///   - range: The inclusive range of accepted values, for numeric types.
     ///   - choices: The only values accepted.
     ///   - isSecret: Whether values are kept out of signals.
     public init(
-        type: DBusType, defaultValue: DBusValue, summary: String? = nil, description: String? = nil,
+        type: DBusType, defaultValue: DBusValue?, summary: String? = nil, description: String? = nil,
         range: SettingRange? = nil, choices: [DBusValue]? = nil, isSecret: Bool = false
     ) {
         self.type = type

@@ -171,9 +171,11 @@ public enum SettingsRules {
         public var writes: [(key: SettingPath, value: DBusValue?)]
         /// The schemas it registers (those that change nothing are left out).
         public var registrations: [(key: SettingPath, schema: SettingSchema)]
+        /// The keys whose schema it removes (`Unregister`), in order.
+        public var unregistrations: [SettingPath] = []
 
         /// Whether it changes nothing.
-        public var isEmpty: Bool { writes.isEmpty && registrations.isEmpty }
+        public var isEmpty: Bool { writes.isEmpty && registrations.isEmpty && unregistrations.isEmpty }
     }
 
     /// Checks a write against a store and says what it stores.
@@ -187,13 +189,26 @@ public enum SettingsRules {
     ///
     /// The limits of every value (``DBus/DBusValue/validateForStorage(at:)``) are the caller's to check first.
     ///
-    /// - Throws: ``SettingsError``: `InvalidSchema` and `SchemaConflict` for a registration, `TypeMismatch`
-    ///   and `OutOfRange` for a value, `Conflict` for a failed compare-and-set. Nothing is changed then.
+    /// `unregistrations` remove the schemas of keys (`Unregister`); a key's user value stays unless it is also
+    /// reset. A key with neither a schema nor a user value cannot be unregistered.
+    ///
+    /// - Throws: ``SettingsError``: `InvalidSchema` and `SchemaConflict` for a registration, `UnknownKey` for
+    ///   an unregistration of an unknown key, `TypeMismatch` and `OutOfRange` for a value, `Conflict` for a
+    ///   failed compare-and-set. Nothing is changed then.
     public static func resolve(
         sets: [(key: SettingPath, value: DBusValue)], resets: [SettingLocation] = [],
-        registrations requested: [(key: SettingPath, schema: SettingSchema)] = [], replacing: Bool = false,
+        registrations requested: [(key: SettingPath, schema: SettingSchema)] = [],
+        unregistrations unregistering: [SettingPath] = [], replacing: Bool = false,
         ifSerial: UInt64? = nil, in view: some SettingsRulesView
     ) throws(SettingsError) -> Resolution {
+        var unregistrations: [SettingPath] = []
+        for key in Set(unregistering).sorted() {
+            if view.schema(of: key) != nil {
+                unregistrations.append(key)
+            } else if view.userValue(of: key) == nil {
+                throw .unknownKey("\(key) has no registered schema and no value: there is nothing to unregister")
+            }
+        }
         var registrations: [(key: SettingPath, schema: SettingSchema)] = []
         var newSchemas: [SettingPath: SettingSchema] = [:]
         for (key, schema) in requested {
@@ -245,7 +260,7 @@ public enum SettingsRules {
         }
         return Resolution(
             writes: onlyDirectoryReset?.map { ($0, nil) } ?? writes.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
-            registrations: registrations)
+            registrations: registrations, unregistrations: unregistrations)
     }
 
     /// Compare-and-set: throws `Conflict` if one of `keys`, or a key below one of `directories`, changed after

@@ -29,6 +29,9 @@ public struct SettingsState: Sendable, Hashable, SettingsRulesView {
         public var serial: UInt64
         /// The keys whose effective value changed, in key order.
         public var changed: [SettingsRules.ChangedKey]
+        /// The keys whose schema the commit registered, replaced or removed, in key order: what `Describe`
+        /// answers for them changed.
+        public var described: [SettingPath] = []
     }
 
     /// An empty state at `serial`, whose history starts there.
@@ -54,13 +57,13 @@ public struct SettingsState: Sendable, Hashable, SettingsRulesView {
     /// - Throws: ``SettingsError`` as `resolve` and `validateForStorage(at:)` do; nothing changes then.
     public mutating func commit(
         sets: [(key: SettingPath, value: DBusValue)] = [], resets: [SettingLocation] = [],
-        registrations: [(key: SettingPath, schema: SettingSchema)] = [], replacing: Bool = false,
-        ifSerial: UInt64? = nil
+        registrations: [(key: SettingPath, schema: SettingSchema)] = [], unregistrations: [SettingPath] = [],
+        replacing: Bool = false, ifSerial: UInt64? = nil
     ) throws(SettingsError) -> Commit? {
         for (key, value) in sets { try value.validateForStorage(at: key) }
         let resolution = try SettingsRules.resolve(
-            sets: sets, resets: resets, registrations: registrations, replacing: replacing, ifSerial: ifSerial,
-            in: self)
+            sets: sets, resets: resets, registrations: registrations, unregistrations: unregistrations,
+            replacing: replacing, ifSerial: ifSerial, in: self)
         guard !resolution.isEmpty else { return nil }
         serial += 1
         var changedKeys = resolution.writes.map(\.key)
@@ -73,6 +76,12 @@ public struct SettingsState: Sendable, Hashable, SettingsRulesView {
                 changedKeys.append(key)
             }
         }
+        for key in resolution.unregistrations {
+            // The default goes away, or a kept value the schema did not serve is served again.
+            let before = effectiveValue(of: key)
+            schemas[key] = nil
+            if before != effectiveValue(of: key), !changedKeys.contains(key) { changedKeys.append(key) }
+        }
         for (key, value) in resolution.writes {
             values[key] = value
             changes[key] = serial
@@ -80,7 +89,7 @@ public struct SettingsState: Sendable, Hashable, SettingsRulesView {
         let changed = changedKeys.sorted().map { key in
             SettingsRules.changedKey(key, effective: effectiveValue(of: key), schema: schemas[key])
         }
-        return Commit(serial: serial, changed: changed)
+        return Commit(serial: serial, changed: changed, described: Set(resolution.registrations.map(\.key) + resolution.unregistrations).sorted())
     }
 
     // MARK: - SettingsRulesView

@@ -118,7 +118,8 @@ enum DconfKeyfile {
         func line(_ field: String, _ text: String) -> String {
             "\(schemaPrefix)\(name).\(field)=\(text.replacing("\n", with: " "))"
         }
-        var lines = [line("type", schema.type.signatureText), line("default", GVariantText.format(schema.defaultValue))]
+        var lines = [line("type", schema.type.signatureText)]
+        if let defaultValue = schema.defaultValue { lines.append(line("default", GVariantText.format(defaultValue))) }
         if let summary = schema.summary { lines.append(line("summary", summary)) }
         if let description = schema.description { lines.append(line("description", description)) }
         if let range = schema.range { lines.append(line("range", GVariantText.format(.structure([range.min, range.max])))) }

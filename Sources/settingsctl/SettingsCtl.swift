@@ -40,7 +40,7 @@ struct SettingsCtl: AsyncParsableCommand {
         subcommands: [
             GetCommand.self, SetCommand.self, ResetCommand.self, ListCommand.self, TreeCommand.self,
             DumpCommand.self, LoadCommand.self, WatchCommand.self, DescribeCommand.self, RegisterCommand.self,
-            CheckCommand.self, CheckAdminCommand.self, StatusCommand.self,
+            UnregisterCommand.self, CheckCommand.self, CheckAdminCommand.self, StatusCommand.self,
         ])
 
     /// Parses the command line, runs the verb and exits with the status of ``ExitStatus``.

@@ -39,6 +39,49 @@ struct VerbTests {
         }
     }
 
+    /// A schema file's key with a type and no default registers a key that has no value until one is set.
+    @Test func aSchemaFileKeyWithoutADefaultHasNoValueUntilSet() async throws {
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus)
+            #expect(
+                try await Ctl.output(bus, ["register", "-"], input: "[/test/nodefault/]\nhome.type=s\nhome.summary=Home\n")
+                    == "")
+            try await Ctl.failure(bus, ["get", "/test/nodefault/home"], status: 3, message: "/test/nodefault/home")
+            let described = try await Ctl.output(bus, ["describe", "/test/nodefault/home"])
+            #expect(described.contains("registered: true") && !described.contains("default:"), "\(described)")
+            #expect(try await Ctl.output(bus, ["set", "/test/nodefault/home", "/home/ada"]) == "")
+            #expect(try await Ctl.output(bus, ["get", "/test/nodefault/home"]) == "'/home/ada'\n")
+            #expect(await broker.stop() == 0)
+        }
+    }
+
+    /// `unregister` removes a schema and keeps the value; `--remove-value` removes both; an unknown key exits 3.
+    @Test func unregisterRemovesTheSchemaAndKeepsTheValueUnlessAsked() async throws {
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus)
+            let schema = """
+                [/test/unreg/]
+                volume.type=d
+                volume.default=0.25
+                width.type=i
+                width.default=3
+                """
+            #expect(try await Ctl.output(bus, ["register", "-"], input: schema) == "")
+            #expect(try await Ctl.output(bus, ["set", "/test/unreg/volume", "0.5"]) == "")
+            #expect(try await Ctl.output(bus, ["unregister", "/test/unreg/volume"]) == "")
+            #expect(try await Ctl.output(bus, ["get", "/test/unreg/volume"]) == "0.5\n")
+            #expect(try await Ctl.output(bus, ["describe", "/test/unreg/volume"]).contains("registered: false"))
+            #expect(try await Ctl.output(bus, ["set", "/test/unreg/volume", "'loud'"]) == "")
+            #expect(try await Ctl.output(bus, ["unregister", "--remove-value", "/test/unreg/volume"]) == "")
+            try await Ctl.failure(bus, ["get", "/test/unreg/volume"], status: 3, message: "/test/unreg/volume")
+            try await Ctl.failure(
+                bus, ["unregister", "/test/unreg/volume"], status: 3, message: "nothing to unregister")
+            #expect(try await Ctl.output(bus, ["unregister", "/test/unreg/width"]) == "")
+            try await Ctl.failure(bus, ["get", "/test/unreg/width"], status: 3, message: "/test/unreg/width")
+            #expect(await broker.stop() == 0)
+        }
+    }
+
     /// A registered string key takes a bare word, as gsettings does; an unregistered key says how to quote one.
     @Test func aRegisteredStringKeyTakesABareWord() async throws {
         try await withTestBus { bus in
@@ -173,7 +216,8 @@ struct VerbTests {
                 bus, ["register", "-"], status: 4, message: "line 2: unknown field 'colour'",
                 input: "[/test/bad/]\nsize.colour=red\n")
             try await Ctl.failure(
-                bus, ["register", "-"], status: 4, message: "has no default", input: "[/test/bad/]\nsize.type=u\n")
+                bus, ["register", "-"], status: 4, message: "has neither a type nor a default",
+                input: "[/test/bad/]\nsize.summary=Size\n")
             try await Ctl.failure(
                 bus, ["load", "/test/bad/"], status: 4,
                 message: "line 3: the value of /test/bad/b is not GVariant text",

@@ -70,13 +70,23 @@ struct Settings1ContractTests {
         Sample(
             Settings1.RegisterRequest(key: key("/org/example/name"), type: .string, defaultValue: .string("")),
             "no options"),
+        Sample(
+            Settings1.RegisterRequest(
+                key: key("/org/example/home"), schema: SettingSchema(type: .string, defaultValue: nil, summary: "Home")),
+            "no default"),
         Sample(Settings1.EmptyReply()),
+        Sample(Settings1.UnregisterRequest(key: key("/org/example/size"), removeValue: true)),
+        Sample(Settings1.UnregisterRequest(key: key("/org/example/size")), "keeping the value"),
         Sample(Settings1.DescribeRequest(key: key("/org/example/size"))),
         Sample(
             Settings1.DescribeReply(
                 writable: true, schema: schema, signature: .int32, value: .int32(100),
                 valueIgnored: "value 100 is out of range", serial: 9, otherFields: ["later": .string("field")])),
         Sample(Settings1.DescribeReply(writable: false, schema: nil, signature: nil), "unknown key"),
+        Sample(
+            Settings1.DescribeReply(
+                writable: true, schema: SettingSchema(type: .array(.string), defaultValue: nil), signature: .array(.string)),
+            "no default"),
         Sample(
             Settings1.DescribeReply(writable: true, schema: nil, signature: .string, value: .string("x")),
             "unregistered"),

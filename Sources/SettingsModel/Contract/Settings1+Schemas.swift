@@ -8,6 +8,9 @@ extension Settings1 {
     /// `Register(s key, s signature, v default, a{sv} options)`: registers the type, default and options of a
     /// key (its ``SettingSchema``).
     ///
+    /// With option `no-default` (b) true the key has no default (no value until one is set): `default` is then
+    /// ignored, but must still have the signature's type (pass any value of the type).
+    ///
     /// Reading a request checks that the default has the signature's type and reads the options; whether the
     /// schema is sound (a range for a numeric type, choices of the key's type, sizes) is checked by
     /// ``SettingSchema/validate(for:)``, where the schema is registered.
@@ -23,7 +26,7 @@ extension Settings1 {
         public var key: SettingPath
         /// The key's type.
         public var type: DBusType
-        /// The key's default, of that type.
+        /// The `default` argument, of that type; ignored when ``RegisterOptions/noDefault`` is true.
         public var defaultValue: DBusValue
         /// The options: the rest of the schema, and whether it replaces an incompatible one.
         public var options: RegisterOptions
@@ -41,10 +44,11 @@ extension Settings1 {
         /// - Parameter replacing: whether the schema replaces an incompatible one (option `replace`).
         public init(key: SettingPath, schema: SettingSchema, replacing: Bool = false) {
             self.init(
-                key: key, type: schema.type, defaultValue: schema.defaultValue,
+                key: key, type: schema.type, defaultValue: schema.defaultValue ?? .placeholder(of: schema.type),
                 options: RegisterOptions(
                     summary: schema.summary, description: schema.description, range: schema.range,
-                    choices: schema.choices, isSecret: schema.isSecret, replace: replacing))
+                    choices: schema.choices, isSecret: schema.isSecret, replace: replacing,
+                    noDefault: schema.defaultValue == nil))
         }
 
         public init(_ body: [DBusValue]) throws(SettingsError) {
@@ -74,7 +78,7 @@ extension Settings1 {
         /// The schema the request registers (not yet validated).
         public var schema: SettingSchema {
             SettingSchema(
-                type: type, defaultValue: defaultValue, summary: options.summary, description: options.description,
+                type: type, defaultValue: options.noDefault ? nil : defaultValue, summary: options.summary, description: options.description,
                 range: options.range, choices: options.choices, isSecret: options.isSecret)
         }
     }
@@ -85,7 +89,9 @@ extension Settings1 {
     /// key's type.
     public struct RegisterOptions: Sendable, Hashable {
         /// The names of the options `Register` knows.
-        public static let names = ["summary", "description", "range", "min", "max", "choices", "secret", "replace"]
+        public static let names = [
+            "summary", "description", "range", "min", "max", "choices", "secret", "replace", "no-default",
+        ]
 
         /// `summary` (s): a one-line summary for people.
         public var summary: String?
@@ -100,12 +106,16 @@ extension Settings1 {
         /// `replace` (b): whether the schema replaces an incompatible one instead of failing with
         /// `SchemaConflict`.
         public var replace: Bool
+        /// `no-default` (b): whether the key has no default, so no value until one is set; `Register`'s
+        /// `default` argument is then ignored (any value of the key's type).
+        public var noDefault: Bool
 
         /// Makes options.
         public init(
             summary: String? = nil, description: String? = nil, range: SettingRange? = nil,
-            choices: [DBusValue]? = nil, isSecret: Bool = false, replace: Bool = false
+            choices: [DBusValue]? = nil, isSecret: Bool = false, replace: Bool = false, noDefault: Bool = false
         ) {
+            self.noDefault = noDefault
             self.summary = summary
             self.description = description
             self.range = range
@@ -127,6 +137,7 @@ extension Settings1 {
                 case ("summary", .string(let summary)): self.summary = summary
                 case ("description", .string(let description)): self.description = description
                 case ("secret", .boolean(let secret)): isSecret = secret
+                case ("no-default", .boolean(let noDefault)): self.noDefault = noDefault
                 case ("min", _): minimum = option
                 case ("max", _): maximum = option
                 case ("range", .structure(let bounds)) where bounds.count == 2:
@@ -159,6 +170,7 @@ extension Settings1 {
             if let choices { options.append(("choices", .array(type, choices))) }
             if isSecret { options.append(("secret", .boolean(true))) }
             if replace { options.append(("replace", .boolean(true))) }
+            if noDefault { options.append(("no-default", .boolean(true))) }
             return ValueMap(options)
         }
     }
@@ -175,6 +187,53 @@ extension Settings1 {
         }
 
         public var body: [DBusValue] { [] }
+    }
+}
+
+// MARK: - Unregister
+
+extension Settings1 {
+    /// `Unregister(s key, a{sv} options) → t serial`: removes the schema of a key. Its user value is kept, and
+    /// served as it is, unless option `remove-value` (b) is true. A key with neither a schema nor a value is
+    /// `UnknownKey`.
+    public struct UnregisterRequest: Request {
+        public typealias Reply = SerialReply
+        public static let method: MemberName = "Unregister"
+        public static let arguments = [DBusArgument("key", .string), DBusArgument("options", Settings1.stringMap)]
+
+        /// The key whose schema is removed.
+        public var key: SettingPath
+        /// `remove-value` (b): whether the key's user value is removed too.
+        public var removeValue: Bool
+
+        /// The names of the options `Unregister` knows.
+        public static let optionNames = ["remove-value"]
+
+        /// Makes the request.
+        public init(key: SettingPath, removeValue: Bool = false) {
+            self.key = key
+            self.removeValue = removeValue
+        }
+
+        public init(_ body: [DBusValue]) throws(SettingsError) {
+            let reader = try BodyReader(body, Self.arguments, "Unregister")
+            key = try reader.key(0)
+            removeValue = false
+            for (name, option) in try reader.map(1) {
+                switch (name, option) {
+                case ("remove-value", .boolean(let remove)): removeValue = remove
+                case ("remove-value", _):
+                    throw .invalidValue("option 'remove-value' of \(key) has the wrong type '\(option.type)'")
+                default:
+                    throw .invalidValue(
+                        "unknown Unregister option '\(name)' for \(key); known: \(Self.optionNames.joined(separator: ", "))")
+                }
+            }
+        }
+
+        public var body: [DBusValue] {
+            [.string(key.rawValue), ValueMap(removeValue ? [("remove-value", .boolean(true))] : []).dbusValue]
+        }
     }
 }
 
@@ -206,7 +265,7 @@ extension Settings1 {
     /// The reply of `Describe`: an `a{sv}` of fields.
     ///
     /// The fields travel in this order, each only when it has something to say: `writable` (b), `registered`
-    /// (b), `signature` (s), then for a registered key `default`, `summary` (s), `description` (s), `range`
+    /// (b), `signature` (s), then for a registered key `default` (none for a key without a default), `summary` (s), `description` (s), `range`
     /// (`(min, max)`), `choices` (an array of the key's type) and `secret` (b), then `value` (the user value,
     /// never a secret key's), `value-ignored` (s: why the stored value is not served) and `serial` (t: the
     /// key's last change). Fields this version does not know are kept in ``otherFields``.
@@ -294,11 +353,12 @@ extension Settings1 {
             }
             let secret = try take("secret", "a boolean", bool)
             if registered {
-                guard let defaultValue else {
-                    throw .invalidValue("the reply of Describe says the key is registered, but has no 'default'")
+                guard let type = signature ?? defaultValue?.type else {
+                    throw .invalidValue(
+                        "the reply of Describe says the key is registered, but has neither 'signature' nor 'default'")
                 }
                 schema = SettingSchema(
-                    defaultValue: defaultValue, summary: summary, description: description, range: range,
+                    type: type, defaultValue: defaultValue, summary: summary, description: description, range: range,
                     choices: choices, isSecret: secret ?? false)
             } else {
                 schema = nil
@@ -319,7 +379,7 @@ extension Settings1 {
             fields.append(("registered", .boolean(schema != nil)))
             if let signature { fields.append(("signature", .string(signature.signatureText))) }
             if let schema {
-                fields.append(("default", schema.defaultValue))
+                if let defaultValue = schema.defaultValue { fields.append(("default", defaultValue)) }
                 if let summary = schema.summary { fields.append(("summary", .string(summary))) }
                 if let text = schema.description { fields.append(("description", .string(text))) }
                 if let range = schema.range { fields.append(("range", .structure([range.min, range.max]))) }
@@ -339,6 +399,31 @@ extension Settings1 {
         /// The fields as they travel, in that order: those of this version, then ``otherFields``.
         public var fields: ValueMap {
             ValueMap(body[0]) ?? ValueMap()
+        }
+    }
+}
+
+extension DBusValue {
+    /// A value of a type, for an argument whose value is ignored (`Register`'s `default` with option
+    /// `no-default`): zero, empty or false, and a structure of such values.
+    public static func placeholder(of type: DBusType) -> DBusValue {
+        switch type {
+        case .byte: .byte(0)
+        case .boolean: .boolean(false)
+        case .int16: .int16(0)
+        case .uint16: .uint16(0)
+        case .int32: .int32(0)
+        case .uint32: .uint32(0)
+        case .int64: .int64(0)
+        case .uint64: .uint64(0)
+        case .double: .double(0)
+        case .string: .string("")
+        case .objectPath: .objectPath("/")
+        case .signature: .signature(Signature(types: []))
+        case .variant: .variant(.boolean(false))
+        case .array(let element): .array(element, [])
+        case .dictionary(let key, let value): .dictionary(key: key, value: value, [])
+        case .structure(let fields): .structure(fields.map(placeholder(of:)))
         }
     }
 }

@@ -35,8 +35,8 @@ public enum Settings1 {
     /// The request type of every method of the interface, in the order of the interface XML.
     public static let requests: [any Request.Type] = [
         GetRequest.self, GetManyRequest.self, ReadTreeRequest.self, ListRequest.self, SetRequest.self,
-        SetFromStringRequest.self, ApplyRequest.self, ResetRequest.self, RegisterRequest.self, DescribeRequest.self,
-        StatusRequest.self,
+        SetFromStringRequest.self, ApplyRequest.self, ResetRequest.self, RegisterRequest.self, UnregisterRequest.self,
+        DescribeRequest.self, StatusRequest.self,
     ]
 
     /// The `a{sv}` type of the maps of values, options and fields.
