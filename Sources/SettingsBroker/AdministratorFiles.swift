@@ -24,6 +24,8 @@ final class AdministratorFiles: Sendable {
     enum Event: Sendable {
         case loaded(files: Int, defaults: Int, locks: Int)
         case skipped(AdministratorLayer.Problem)
+        /// inotify could not be had: the folders are looked at once a second.
+        case polling
     }
 
     /// The folder, such as `/etc/settingsbus`.
@@ -32,6 +34,7 @@ final class AdministratorFiles: Sendable {
     private let report: @Sendable (Event) -> Void
     private let queue = DispatchQueue(label: "settings-administrator-files")
     private let folders: FolderWatch
+    private let pollingFolders: Bool
     private let state = Locked(State())
 
     private struct State {
@@ -48,13 +51,14 @@ final class AdministratorFiles: Sendable {
     ///   - apply: called with the new layer each time it changes (and once at start when it is not empty).
     ///   - report: called with what to log.
     init(
-        folder: String, apply: @escaping @Sendable (AdministratorLayer) -> Void,
+        folder: String, pollingFolders: Bool = false, apply: @escaping @Sendable (AdministratorLayer) -> Void,
         report: @escaping @Sendable (Event) -> Void
     ) {
         self.folder = folder.count > 1 && folder.hasSuffix("/") ? String(folder.dropLast()) : folder
         self.apply = apply
         self.report = report
-        folders = FolderWatch(queue: queue)
+        folders = FolderWatch(queue: queue, alwaysLook: pollingFolders)
+        self.pollingFolders = pollingFolders
     }
 
     /// Reads the files and follows the folder; returns once the first reading is applied.
@@ -62,6 +66,7 @@ final class AdministratorFiles: Sendable {
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             queue.async {
                 self.reload()
+                if self.folders.isPolling, !self.pollingFolders { self.report(.polling) }
                 done.resume()
             }
         }

@@ -35,6 +35,9 @@ public final class BrokerService: Service, Sendable {
         public var schemaDirectories: [String]
         /// The administrator's folder (`defaults.d/`, `locks.d/`; ``AdministratorFiles``); nil for none.
         public var administratorFolder: String?
+        /// Whether the schema folders and the administrator's folder are looked at once a second instead of
+        /// followed with inotify (network file systems).
+        public var pollingFolders = false
         /// The users given the values of secret keys.
         public var secretReaders: SecretReaders
 
@@ -159,7 +162,9 @@ public final class BrokerService: Service, Sendable {
                 }
             }
         }
-        let vendor = VendorSchemas(directories: configuration.schemaDirectories, store: store) { [logger] event in
+        let vendor = VendorSchemas(
+            directories: configuration.schemaDirectories, store: store, pollingFolders: configuration.pollingFolders
+        ) { [logger] event in
             switch event {
             case .registered(let file, let keys):
                 logger.info("registered the schemas of a schema file", metadata: ["file": "\(file)", "keys": "\(keys)"])
@@ -167,12 +172,15 @@ public final class BrokerService: Service, Sendable {
                 var metadata: Logger.Metadata = ["file": "\(problem.file)", "problem": "\(problem.message)"]
                 if let line = problem.line { metadata["line"] = "\(line)" }
                 logger.error("a schema file was skipped; the schemas it registered before stay", metadata: metadata)
+            case .polling:
+                logger.warning(
+                    "cannot follow the schema folders with inotify (too many inotify instances for this user: fs.inotify.max_user_instances); looking at them once a second instead")
             }
         }
         await vendor.start()
         let administrator = configuration.administratorFolder.map { folder in
             AdministratorFiles(
-                folder: folder,
+                folder: folder, pollingFolders: configuration.pollingFolders,
                 apply: { [logger] layer in
                     store.setAdministrator(layer) { result, described in
                         guard case .success(let serial) = result else { return }
@@ -195,6 +203,9 @@ public final class BrokerService: Service, Sendable {
                         var metadata: Logger.Metadata = ["file": "\(problem.file)", "problem": "\(problem.message)"]
                         if let line = problem.line { metadata["line"] = "\(line)" }
                         logger.error("an administrator's file was skipped; what it said when last read stays in force", metadata: metadata)
+                    case .polling:
+                        logger.warning(
+                            "cannot follow the administrator's folder with inotify (too many inotify instances for this user: fs.inotify.max_user_instances); looking at it once a second instead")
                     }
                 })
         }

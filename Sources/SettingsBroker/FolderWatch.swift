@@ -17,6 +17,10 @@ final class FolderWatch: Sendable {
 
     private struct State {
         var changed: (@Sendable () -> Void)?
+        var folders: [String] = []
+        /// What the folders held at the last look, when they are looked at instead of followed.
+        var lastLook: [String]?
+        var polling = false
         var descriptor: Int32 = -1
         var source: (any DispatchSourceRead)?
         var pending = false
@@ -26,9 +30,16 @@ final class FolderWatch: Sendable {
     private static let mask = UInt32(
         IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CREATE | IN_DELETE_SELF | IN_MOVE_SELF)
 
-    /// - Parameter queue: the serial queue the handler runs on, and on which ``watch(_:changed:)`` is called.
-    init(queue: DispatchQueue) {
+    /// Whether the folders are looked at once a second even when inotify can be had (folders on a network
+    /// file system, whose changes made by other machines inotify does not see).
+    private let alwaysLook: Bool
+
+    /// - Parameters:
+    ///   - queue: the serial queue the handler runs on, and on which ``watch(_:changed:)`` is called.
+    ///   - alwaysLook: look at the folders once a second instead of following them with inotify.
+    init(queue: DispatchQueue, alwaysLook: Bool = false) {
         self.queue = queue
+        self.alwaysLook = alwaysLook
     }
 
     /// Follows each folder of `folders` that exists now (and goes on following those followed before), and
@@ -37,9 +48,67 @@ final class FolderWatch: Sendable {
     /// - Returns: how many of them are followed.
     @discardableResult
     func watch(_ folders: [String], changed: @escaping @Sendable () -> Void) -> Int {
-        state.withLock { $0.changed = changed }
-        guard let descriptor = open() else { return 0 }
+        state.withLock { state in
+            state.changed = changed
+            state.folders = folders
+        }
+        guard !alwaysLook, let descriptor = open() else {
+            startLooking()
+            return 0
+        }
         return folders.filter { inotify_add_watch(descriptor, $0, Self.mask) >= 0 }.count
+    }
+
+    /// Whether the folders are looked at once a second because inotify could not be had.
+    var isPolling: Bool { state.withLock { $0.polling } }
+
+    /// Looks at the folders once a second, calling the handler when what they hold changed.
+    private func startLooking() {
+        let start = state.withLock { state -> Bool in
+            guard !state.polling, !state.stopped else { return false }
+            state.polling = true
+            state.lastLook = Self.look(at: state.folders)
+            return true
+        }
+        if start { scheduleLook() }
+    }
+
+    private func scheduleLook() {
+        queue.asyncAfter(deadline: .now() + .seconds(1)) { [weak self] in
+            guard let self else { return }
+            let (folders, last, stopped) = state.withLock { ($0.folders, $0.lastLook, $0.stopped) }
+            guard !stopped else { return }
+            let now = Self.look(at: folders)
+            if now != last {
+                let changed = state.withLock { state in
+                    state.lastLook = now
+                    return state.changed
+                }
+                changed?()
+            }
+            scheduleLook()
+        }
+    }
+
+    /// One line per file of the folders: its path, inode, size and change time.
+    private static func look(at folders: [String]) -> [String] {
+        var lines: [String] = []
+        for folder in folders {
+            guard let directory = opendir(folder) else { continue }
+            defer { closedir(directory) }
+            while let entry = readdir(directory) {
+                let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                    String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+                }
+                guard name != ".", name != ".." else { continue }
+                var info = stat()
+                guard stat(folder + "/" + name, &info) == 0 else { continue }
+                lines.append(
+                    "\(folder)/\(name) \(info.st_ino) \(info.st_size) \(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec) "
+                        + "\(info.st_ctim.tv_sec).\(info.st_ctim.tv_nsec)")
+            }
+        }
+        return lines.sorted()
     }
 
     /// Stops following; the handler is not called afterwards.

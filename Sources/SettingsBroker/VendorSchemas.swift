@@ -36,6 +36,8 @@ final class VendorSchemas: Sendable {
     enum Event: Sendable {
         case registered(file: String, keys: Int)
         case skipped(Problem)
+        /// inotify could not be had: the folders are looked at once a second.
+        case polling
     }
 
     /// The folders searched, first first.
@@ -44,6 +46,7 @@ final class VendorSchemas: Sendable {
     private let report: @Sendable (Event) -> Void
     private let queue: DispatchQueue
     private let folders: FolderWatch
+    private let pollingFolders: Bool
     private let state = Locked(State())
 
     private struct State {
@@ -51,12 +54,16 @@ final class VendorSchemas: Sendable {
         var problems: [String: Problem] = [:]
     }
 
-    init(directories: [String], store: DurableStore, report: @escaping @Sendable (Event) -> Void) {
+    init(
+        directories: [String], store: DurableStore, pollingFolders: Bool = false,
+        report: @escaping @Sendable (Event) -> Void
+    ) {
         self.directories = directories
         self.store = store
         self.report = report
         queue = DispatchQueue(label: "settings-vendor-schemas")
-        folders = FolderWatch(queue: queue)
+        folders = FolderWatch(queue: queue, alwaysLook: pollingFolders)
+        self.pollingFolders = pollingFolders
     }
 
     /// The folders of `$XDG_DATA_HOME` (default `~/.local/share`; not for a machine-wide broker) and
@@ -82,6 +89,7 @@ final class VendorSchemas: Sendable {
             queue.async {
                 self.reload()
                 self.folders.watch(self.directories) { [weak self] in self?.reload() }
+                if self.folders.isPolling, !self.pollingFolders { self.report(.polling) }
                 done.resume()
             }
         }

@@ -20,6 +20,14 @@ public struct SettingDescription: Sendable, Hashable {
     /// Why the stored value is not used (its type is not the registered one, or not the key's Swift type):
     /// the key then reads its default.
     public var problem: String?
+    /// The administrator's lock on the key (`FILE, line N`), when an administrator locked it: it is then not
+    /// writable, by anyone.
+    public var lock: String?
+    /// The administrator's default for the key, if any (over the schema's).
+    public var administratorDefault: DBusValue?
+    /// Where the value a read returns comes from: `user`, `administrator`, `schema` or `none`; nil when the
+    /// store does not say (an in-memory store has no administrator's layer).
+    public var source: String?
 
     /// Makes a description.
     public init(
@@ -40,5 +48,8 @@ public struct SettingDescription: Sendable, Hashable {
         self.init(
             key: key, schema: reply.schema, userValue: reply.value, type: reply.signature, isWritable: reply.writable,
             serial: reply.serial, problem: reply.valueIgnored)
+        lock = reply.locked
+        administratorDefault = reply.administratorDefault
+        source = reply.source
     }
 }

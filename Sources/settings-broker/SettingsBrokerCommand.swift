@@ -70,6 +70,14 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
             """, valueName: "dir"))
     var administratorFolder: String = "/etc/settingsbus"
 
+    @Flag(
+        help: """
+            Look at the schema folders and the administrator's folder once a second instead of following them \
+            with inotify: for folders on a network file system. Without inotify (too many instances for the \
+            user) the broker does this by itself.
+            """)
+    var pollFolders = false
+
     @Option(
         help: """
             Users, besides root and the broker's own user, given the values of secret keys: user names or uids \
@@ -140,8 +148,7 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
             case "system": .system
             default: .address(bus)
             }
-        let service = BrokerService(
-            configuration: .init(
+        var configuration = BrokerService.Configuration(
                 bus: busChoice,
                 storePath: store ?? (bus == "system" ? Self.systemStorePath : Self.defaultStorePathMakingConfigHome()),
                 durability: Durability(rawValue: durability) ?? .full,
@@ -151,8 +158,9 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
                     ? BrokerService.Configuration.defaultSchemaDirectories(
                         environment: ProcessInfo.processInfo.environment, machineWide: bus == "system")
                     : schemaDirectories,
-                administratorFolder: administratorFolder, secretReaders: readers),
-            logger: logger)
+                administratorFolder: administratorFolder, secretReaders: readers)
+        configuration.pollingFolders = pollFolders
+        let service = BrokerService(configuration: configuration, logger: logger)
         let group = ServiceGroup(
             configuration: .init(
                 services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup)],

@@ -177,4 +177,25 @@ struct AdministratorTests {
             #expect(await broker.stop() == 0)
         }
     }
+
+    /// Without inotify (`--poll-folders`, as when the user has no inotify instance left) the folder is looked
+    /// at once a second, and a change still applies.
+    @Test func aFolderLookedAtInsteadOfFollowedStillAppliesChanges() async throws {
+        let admin = try AdminFolder()
+        defer { admin.root.remove() }
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(
+                on: bus, arguments: ["--admin-dir", admin.url.path, "--poll-folders"])
+            let connection = try await bus.connect()
+            let key = "/org/example/polled/theme"
+            var rule = MatchRule(sender: TestBroker.busName, interface: "io.github.settingsbus.Settings1", member: "Changed")
+            rule.arguments[0] = key
+            let changed = Collector(try await connection.signals(matching: rule))
+            try admin.write("[org/example/polled]\ntheme='dark'\n", to: "defaults.d/10-site.conf")
+            let signal = try Settings1.ChangedSignal(try await changed.next(timeLimit: .seconds(10)).body)
+            #expect(signal.values.dictionary[key] == .string("dark"))
+            #expect(signal.origin == "administrator")
+            #expect(await broker.stop() == 0)
+        }
+    }
 }
