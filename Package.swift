@@ -157,6 +157,18 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(
+            name: "notes-v1",
+            dependencies: ["SettingsBus"],
+            path: "examples/notes/notes-v1",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "notes-v2",
+            dependencies: ["SettingsBus"],
+            path: "examples/notes/notes-v2",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
             name: "launch-counter",
             dependencies: ["SettingsBus", "SettingsModel"],
             path: "examples/launch-counter",
