@@ -107,7 +107,7 @@ public enum SettingsRules {
     /// The value a write stores under a schema: a value of a narrower type that converts without loss is
     /// stored as the registered type; then the schema checks it.
     ///
-    /// Limits that hold for every key (``DBus/DBusValue/validateForStorage(at:)``) are the caller's to check
+    /// Limits that hold for every key (`DBusValue.validateForStorage(at:)`) are the caller's to check
     /// first.
     ///
     /// - Throws: ``SettingsError`` `TypeMismatch` or `OutOfRange`.
@@ -187,7 +187,7 @@ public enum SettingsRules {
     /// that serial; a key that did not change since the store's ``SettingsRulesView/baselineSerial`` counts as
     /// changed at it, and so does a directory when the baseline is after `ifSerial`.
     ///
-    /// The limits of every value (``DBus/DBusValue/validateForStorage(at:)``) are the caller's to check first.
+    /// The limits of every value (`DBusValue.validateForStorage(at:)`) are the caller's to check first.
     ///
     /// `unregistrations` remove the schemas of keys (`Unregister`); a key's user value stays unless it is also
     /// reset. A key with neither a schema nor a user value cannot be unregistered.

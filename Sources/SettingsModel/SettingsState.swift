@@ -50,7 +50,7 @@ public struct SettingsState: Sendable, Hashable, SettingsRulesView {
         Set(values.keys.filter(directory.contains)).union(schemas.keys.filter(directory.contains))
     }
 
-    /// Checks a write by ``SettingsRules/resolve(sets:resets:registrations:replacing:ifSerial:in:)`` (and the
+    /// Checks a write by ``SettingsRules/resolve(sets:resets:registrations:unregistrations:replacing:ifSerial:in:)`` (and the
     /// limits of every value first) and commits it at the next serial.
     ///
     /// - Returns: What it changed; nil when it changes nothing (the serial stays).
