@@ -140,7 +140,7 @@ enum ValueConversion {
     static func array<Element>(_ value: DBusValue, _ element: (DBusValue) -> Element?) -> [Element]? {
         guard case .array(let elementType, let elements) = value else { return nil }
         if elements.isEmpty {
-            return elementType == .variant || element(sample(of: elementType)) != nil ? [] : nil
+            return elementType == .variant || element(DBusValue.placeholder(of: elementType)) != nil ? [] : nil
         }
         var result: [Element] = []
         result.reserveCapacity(elements.count)
@@ -149,25 +149,6 @@ enum ValueConversion {
             result.append(converted)
         }
         return result
-    }
-
-    /// A value of a type, to try the conversion of an empty array's element type.
-    static func sample(of type: DBusType) -> DBusValue {
-        switch type {
-        case .byte: .byte(0)
-        case .boolean: .boolean(false)
-        case .int16: .int16(0)
-        case .uint16: .uint16(0)
-        case .int32: .int32(0)
-        case .uint32: .uint32(0)
-        case .int64: .int64(0)
-        case .uint64: .uint64(0)
-        case .double: .double(0)
-        case .string: .string("")
-        case .objectPath: .objectPath("/")
-        case .array(let element): .array(element, [])
-        default: .structure([])
-        }
     }
 }
 #endif
