@@ -169,9 +169,8 @@ public final class BrokerService: Service, Sendable {
             case .registered(let file, let keys):
                 logger.info("registered the schemas of a schema file", metadata: ["file": "\(file)", "keys": "\(keys)"])
             case .skipped(let problem):
-                var metadata: Logger.Metadata = ["file": "\(problem.file)", "problem": "\(problem.message)"]
-                if let line = problem.line { metadata["line"] = "\(line)" }
-                logger.error("a schema file was skipped; the schemas it registered before stay", metadata: metadata)
+                logger.error(
+                    "a schema file was skipped; the schemas it registered before stay", metadata: Self.metadata(problem))
             case .polling:
                 logger.warning(
                     "cannot follow the schema folders with inotify (too many inotify instances for this user: fs.inotify.max_user_instances); looking at them once a second instead")
@@ -200,9 +199,9 @@ public final class BrokerService: Service, Sendable {
                             "the administrator's files are in force",
                             metadata: ["folder": "\(folder)", "files": "\(files)", "defaults": "\(defaults)", "locks": "\(locks)"])
                     case .skipped(let problem):
-                        var metadata: Logger.Metadata = ["file": "\(problem.file)", "problem": "\(problem.message)"]
-                        if let line = problem.line { metadata["line"] = "\(line)" }
-                        logger.error("an administrator's file was skipped; what it said when last read stays in force", metadata: metadata)
+                        logger.error(
+                            "an administrator's file was skipped; what it said when last read stays in force",
+                            metadata: Self.metadata(problem))
                     case .polling:
                         logger.warning(
                             "cannot follow the administrator's folder with inotify (too many inotify instances for this user: fs.inotify.max_user_instances); looking at it once a second instead")
@@ -245,6 +244,13 @@ public final class BrokerService: Service, Sendable {
                 description: "the connection to the \(configuration.bus) bus was lost; the store \(store.path) was "
                     + "closed at serial \(finalSerial)")
         }
+    }
+
+    /// The log fields of a file that was skipped: `file`, `line` when known, `problem`.
+    private static func metadata(_ problem: FileProblem) -> Logger.Metadata {
+        var metadata: Logger.Metadata = ["file": "\(problem.file)", "problem": "\(problem.message)"]
+        if let line = problem.line { metadata["line"] = "\(line)" }
+        return metadata
     }
 
     /// Logs how the store was opened: an error naming the files when it was recovered or is read-only.

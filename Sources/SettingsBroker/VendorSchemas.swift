@@ -24,13 +24,7 @@ import SettingsModel
 /// The schema files installed by apps, registered at start and followed while the broker runs.
 final class VendorSchemas: Sendable {
     /// A file that was skipped, and why.
-    struct Problem: Sendable, Hashable, CustomStringConvertible {
-        var file: String
-        var line: Int?
-        var message: String
-
-        var description: String { "\(file)" + (line.map { ": line \($0)" } ?? "") + ": \(message)" }
-    }
+    typealias Problem = FileProblem
 
     /// What happened to a file, for the log.
     enum Event: Sendable {

@@ -38,23 +38,7 @@ public struct AdministratorLayer: Sendable, Equatable {
     }
 
     /// What is wrong with one of the files; the file is skipped as a whole.
-    public struct Problem: Error, Sendable, Hashable, CustomStringConvertible {
-        /// The file's path.
-        public var file: String
-        /// The line, counted from 1; nil for a problem with the whole file (it cannot be read).
-        public var line: Int?
-        /// What is wrong, for people.
-        public var message: String
-
-        public init(file: String, line: Int?, message: String) {
-            self.file = file
-            self.line = line
-            self.message = message
-        }
-
-        /// `file: line N: message`.
-        public var description: String { "\(file)" + (line.map { ": line \($0)" } ?? "") + ": \(message)" }
-    }
+    public typealias Problem = FileProblem
 
     /// The kind of a file, from the folder it is in.
     public enum FileKind: String, Sendable, Hashable {
@@ -164,4 +148,24 @@ public struct AdministratorLayer: Sendable, Equatable {
         }
         return (content, problems)
     }
+}
+
+/// What is wrong with a file a broker reads (an administrator's file, a schema file), and on which line; such a
+/// file is skipped as a whole.
+public struct FileProblem: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The file's path.
+    public var file: String
+    /// The line, counted from 1; nil for a problem with the whole file (it cannot be read).
+    public var line: Int?
+    /// What is wrong, for people.
+    public var message: String
+
+    public init(file: String, line: Int?, message: String) {
+        self.file = file
+        self.line = line
+        self.message = message
+    }
+
+    /// `file: line N: message`.
+    public var description: String { "\(file)" + (line.map { ": line \($0)" } ?? "") + ": \(message)" }
 }
