@@ -52,6 +52,9 @@ struct ResolvedChangeset: Sendable {
     var announced: [SettingPath] = []
     /// The keys whose schema is removed.
     var unregistrations: [SettingPath] = []
+
+    /// Whether the changeset writes nothing to the store: no value, no schema (at most it announces keys).
+    var onlyAnnounces: Bool { writes.isEmpty && registrations.isEmpty && unregistrations.isEmpty }
 }
 
 /// What one commit changed, as the `Changed` and `DescriptionChanged` signals report it.

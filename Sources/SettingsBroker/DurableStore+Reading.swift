@@ -109,13 +109,19 @@ extension DurableStore {
     /// The direct children of a directory: key names, and subdirectory names ending in `/`, sorted.
     ///
     /// A subdirectory is passed over with one search, whatever it holds; read in pieces like ``readTree(_:)``.
+    /// A key that has nothing but an administrator's default is listed too, as `ReadTree` reads it.
     public func list(_ directory: SettingDirectory) -> [String] {
         var names: [String] = []
+        var administratorNames: Set<String> = []
         _ = readInPieces(directory) { state, resume, limit in
             if resume == nil { names.removeAll(keepingCapacity: true) }
-            return state.forEachChild(of: directory, after: resume, limit: limit) { names.append($0) }
+            let next = state.forEachChild(of: directory, after: resume, limit: limit) { names.append($0) }
+            if next == nil { administratorNames = state.administrator.children(of: directory) }
+            return next
         }
-        return names
+        guard !administratorNames.isEmpty else { return names }
+        administratorNames.formUnion(names)
+        return administratorNames.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
     }
 
     /// The most keys (or children) a directory read takes under one hold of the lock: about 0.1 ms of work.

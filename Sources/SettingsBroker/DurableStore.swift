@@ -182,10 +182,12 @@ public final class DurableStore: Sendable {
             } catch {
                 return .answered(.failure(error))
             }
-            guard !resolved.writes.isEmpty || !resolved.registrations.isEmpty || !resolved.unregistrations.isEmpty
-                || !resolved.announced.isEmpty
-            else {
+            guard !resolved.onlyAnnounces || !resolved.announced.isEmpty else {
                 return .answered(.success(state.nextSerial - 1))
+            }
+            // Refused now rather than at its commit, where it would fail the announcements batched with it.
+            guard resolved.onlyAnnounces || !persistence.isReadOnly else {
+                return .answered(.failure(persistence.readOnlyFailure))
             }
             state.nextSerial += 1
             if resolved.writes.count > 64 { state.stagedValues.reserveCapacity(state.stagedValues.count + resolved.writes.count) }

@@ -255,6 +255,16 @@ final class StorePersistence: Sendable {
             range: range, choices: choices, isSecret: row.integer(8) != 0)
     }
 
+    /// Whether the store is served read-only: nothing is written to it.
+    var isReadOnly: Bool { database == nil }
+
+    /// What a write to a read-only store fails with.
+    var readOnlyFailure: SettingsError {
+        .storeFailure(
+            "the settings store \(path) is read-only: \(condition.problem ?? "it cannot be written"). Fix "
+                + "that, then restart settings-broker")
+    }
+
     /// Writes a group of changesets in one transaction (one fsync in full durability).
     ///
     /// - Parameter waitingForLocks: false to return false at once, having written nothing, when another
@@ -270,9 +280,10 @@ final class StorePersistence: Sendable {
     func commit(_ batch: [ResolvedChangeset], waitingForLocks: Bool = true) throws(SettingsError) -> Bool {
         guard let last = batch.last else { return true }
         guard let database else {
-            throw .storeFailure(
-                "the settings store \(path) is read-only: \(condition.problem ?? "it cannot be written"). Fix "
-                    + "that, then restart settings-broker")
+            // A commit that only announces what the administrator's layer changed has nothing to write: it is
+            // made in memory alone, so that the readers of a read-only store still hear of the change.
+            if batch.allSatisfy(\.onlyAnnounces) { return true }
+            throw readOnlyFailure
         }
         try ensureInPlace(database)
         let write = { (db: SQLiteConnection) throws in

@@ -198,4 +198,58 @@ struct AdministratorTests {
             #expect(await broker.stop() == 0)
         }
     }
+    /// A store served read-only (here its folder cannot be made) still follows the administrator's layer: a
+    /// change is announced like any other, though nothing can be written.
+    @Test func aReadOnlyStoreStillAnnouncesTheAdministratorsChanges() async throws {
+        let admin = try AdminFolder()
+        defer { admin.root.remove() }
+        let file = admin.url.appendingPathComponent("not-a-folder").path
+        try Data("a file".utf8).write(to: URL(fileURLWithPath: file))
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(
+                on: bus, storePath: file + "/settings.db", arguments: ["--admin-dir", admin.url.path])
+            let connection = try await bus.connect()
+            let key = "/org/example/readonly/theme"
+            var rule = MatchRule(sender: TestBroker.busName, interface: "io.github.settingsbus.Settings1", member: "Changed")
+            rule.arguments[0] = key
+            let changed = Collector(try await connection.signals(matching: rule))
+
+            try admin.write("[org/example/readonly]\ntheme='dark'\n", to: "defaults.d/10-site.conf")
+
+            let signal = try Settings1.ChangedSignal(try await changed.next().body)
+            #expect(signal.values.dictionary[key] == .string("dark"))
+            #expect(signal.origin == "administrator")
+            #expect(try await connection.settings("Get", [.string(key)]) == [.variant(.string("dark"))])
+            let refused = await Self.errorName {
+                _ = try await connection.settings("Set", [.string(key), .variant(.string("light"))])
+            }
+            #expect(refused == "io.github.settingsbus.Settings1.Error.StoreFailure")
+            #expect(await broker.stop() == 0)
+        }
+    }
+
+    /// `List` names what `ReadTree` reads: a key that has nothing but an administrator's default, and the
+    /// directories that hold only such keys.
+    @Test func listNamesKeysAndDirectoriesThatOnlyTheAdministratorGivesADefault() async throws {
+        let admin = try AdminFolder()
+        defer { admin.root.remove() }
+        try admin.write(
+            "[org/example/site]\ntheme='dark'\n[org/example/site/fonts]\nsize=12\n", to: "defaults.d/10-site.conf")
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus, arguments: ["--admin-dir", admin.url.path])
+            let connection = try await bus.connect()
+            _ = try await connection.settings("Set", [.string("/org/example/app/on"), .variant(.boolean(true))])
+            _ = try await connection.settings("Set", [.string("/org/example/site/zoom"), .variant(.int32(2))])
+
+            func list(_ directory: String) async throws -> [DBusValue] {
+                guard case .array(_, let names)? = try await connection.settings("List", [.string(directory)]).first
+                else { throw PeerFailure("List answered no array") }
+                return names
+            }
+            #expect(try await list("/org/example/") == [.string("app/"), .string("site/")])
+            #expect(try await list("/org/example/site/") == [.string("fonts/"), .string("theme"), .string("zoom")])
+            #expect(try await list("/org/example/site/fonts/") == [.string("size")])
+            #expect(await broker.stop() == 0)
+        }
+    }
 }
