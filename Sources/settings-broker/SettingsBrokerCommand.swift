@@ -34,7 +34,7 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
     @Option(
         help: """
             The store file (default: $XDG_CONFIG_HOME/settingsbus/settings.db; with --bus system, \
-            /var/lib/settingsbus/settings.db).
+            settings.db in $STATE_DIRECTORY, which the system unit sets, else /var/lib/settingsbus/settings.db).
             """)
     var store: String?
 
@@ -180,9 +180,14 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
     /// The exit status after the bus connection was lost (the store closed cleanly first).
     static let connectionLostStatus: Int32 = 3
 
-    /// The store of the machine-wide broker (`--bus system`), in the folder the system unit's `StateDirectory=`
-    /// makes.
-    static let systemStorePath = "/var/lib/settingsbus/settings.db"
+    /// The store of the machine-wide broker (`--bus system`): `settings.db` in the folder the system unit's
+    /// `StateDirectory=` makes, which systemd passes in `$STATE_DIRECTORY` (the first, if it names several);
+    /// `/var/lib/settingsbus/settings.db` when the variable is unset.
+    static var systemStorePath: String {
+        let named = ProcessInfo.processInfo.environment["STATE_DIRECTORY"]?.split(separator: ":").first
+        guard let folder = named, folder.hasPrefix("/") else { return "/var/lib/settingsbus/settings.db" }
+        return folder + "/settings.db"
+    }
 
     /// ``defaultStorePath()``, after making `$XDG_CONFIG_HOME` (`~/.config`, mode `0700`) if it is missing and
     /// the folder above it exists: the broker makes the store's own folder, never a missing home folder.
