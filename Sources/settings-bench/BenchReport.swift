@@ -158,6 +158,25 @@ struct BenchReport {
                         + "\(Format.ratio(d.getsDuringReset.p99, d.quietGets.p99)) quiet"))
         }
 
+        if let a = r.administrator {
+            let layer = "an administrator's layer of \(count(a.keys)) and \(a.locks) locks"
+            rows.append(
+                Row(
+                    measure: "`Get` of a user's value with \(layer) / with none, p50 / p99",
+                    settingsBus: "\(Format.percentiles(a.getWith)) / \(Format.percentiles(a.getWithout))", dconf: "—",
+                    ratio: "\(Format.ratio(a.getWith.p50, a.getWithout.p50)) none", target: "≤ 1.1× (no measurable cost)",
+                    met: a.getWith.p50.flatMap { with in a.getWithout.p50.map { with <= 1.1 * $0 } }))
+            rows.append(
+                Row(
+                    measure: "… `Get` of a locked key, p50 / p99", settingsBus: Format.percentiles(a.getLocked),
+                    dconf: "—", ratio: "\(Format.ratio(a.getLocked.p50, a.getWithout.p50)) none"))
+            rows.append(
+                Row(
+                    measure: "start by D-Bus activation → first reply, with \(layer) / with none, median",
+                    settingsBus: "\(Format.duration(a.startWith.p50)) / \(Format.duration(a.startWithout.p50))",
+                    dconf: "—", ratio: "\(Format.ratio(a.startWith.p50, a.startWithout.p50)) none"))
+        }
+
         var text = "| measure | SettingsBus | dconf | ratio | target | met? |\n| --- | --- | --- | --- | --- | --- |\n"
         for row in rows {
             let met = row.met.map { $0 ? "yes" : "**no**" } ?? (row.target.isEmpty ? "" : "n/a")

@@ -34,6 +34,7 @@ struct BenchResults: Sendable {
     var dconfSizes: [Int: SizeRun] = [:]
     /// Directory operations against the store's size.
     var directories: DirectoryRun?
+    var administrator: AdministratorRun?
 }
 
 /// Concurrent writer processes writing distinct keys for a fixed time.
@@ -78,4 +79,18 @@ struct DirectoryRun: Sendable {
     /// The `ReadTree`s and `Reset`s of the large directory themselves.
     var bigReadTree = Samples()
     var bigReset = Samples()
+}
+
+/// The broker with and without an administrator's layer (SettingsBus only).
+struct AdministratorRun: Sendable {
+    /// The layer's defaults and locks.
+    var keys: Int
+    var locks: Int
+    /// Starts by D-Bus activation to the first `Get` reply, with and without the layer.
+    var startWith = Samples()
+    var startWithout = Samples()
+    /// `Get` of a user's value, with and without the layer, and of a locked key.
+    var getWith = Samples()
+    var getWithout = Samples()
+    var getLocked = Samples()
 }
