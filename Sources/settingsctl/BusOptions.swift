@@ -16,7 +16,10 @@ struct BusOptions: ParsableArguments {
     var bus: String = "session"
 
     /// The bus to connect to.
-    var choice: BusSettingsStore.Bus {
+    var choice: BusSettingsStore.Bus { Self.choice(bus) }
+
+    /// The bus an option's value names.
+    static func choice(_ bus: String) -> BusSettingsStore.Bus {
         switch bus {
         case "session": .session
         case "system": .system

@@ -19,7 +19,7 @@ struct DescribeCommand: AsyncParsableCommand {
     @OptionGroup var bus: BusOptions
     @OptionGroup var output: JSONOption
 
-    @Argument(help: "The key, such as /org/example/editor/theme.")
+    @Argument(help: "The key, such as /org/example/editor/theme.", completion: KeyCompletion.keys)
     var key: String
 
     /// The order fields are printed in; fields not listed follow, sorted.

@@ -24,7 +24,8 @@ struct DumpCommand: AsyncParsableCommand {
     @Flag(help: "Also write the values of keys registered as secret (the dump then holds them in clear).")
     var includeSecrets = false
 
-    @Argument(help: ArgumentHelp("The directory, ending in '/'.", valueName: "dir"))
+    @Argument(
+        help: ArgumentHelp("The directory, ending in '/'.", valueName: "dir"), completion: KeyCompletion.directories)
     var directory: String
 
     /// The most `Describe` calls in flight at once while looking for secret keys.

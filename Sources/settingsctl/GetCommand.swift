@@ -19,7 +19,7 @@ struct GetCommand: AsyncParsableCommand {
     @OptionGroup var bus: BusOptions
     @OptionGroup var output: JSONOption
 
-    @Argument(help: "The key, such as /org/example/editor/theme.")
+    @Argument(help: "The key, such as /org/example/editor/theme.", completion: KeyCompletion.keys)
     var key: String
 
     func run() async throws {

@@ -15,7 +15,8 @@ struct ListCommand: AsyncParsableCommand {
     @OptionGroup var bus: BusOptions
     @OptionGroup var output: JSONOption
 
-    @Argument(help: ArgumentHelp("The directory, ending in '/'.", valueName: "dir"))
+    @Argument(
+        help: ArgumentHelp("The directory, ending in '/'.", valueName: "dir"), completion: KeyCompletion.directories)
     var directory: String = "/"
 
     func run() async throws {

@@ -33,7 +33,8 @@ struct LoadCommand: AsyncParsableCommand {
     var file: String?
 
     @Argument(
-        help: ArgumentHelp("The directory the keyfile's groups are relative to, ending in '/'.", valueName: "dir"))
+        help: ArgumentHelp("The directory the keyfile's groups are relative to, ending in '/'.", valueName: "dir"),
+        completion: KeyCompletion.directories)
     var directory: String
 
     func run() async throws {

@@ -22,7 +22,8 @@ struct ResetCommand: AsyncParsableCommand {
         help: "Reset every key under DIR.")
     var recursive = false
 
-    @Argument(help: ArgumentHelp("A key, or a directory ending in '/'.", valueName: "key-or-dir"))
+    @Argument(
+        help: ArgumentHelp("A key, or a directory ending in '/'.", valueName: "key-or-dir"), completion: KeyCompletion.keys)
     var location: String
 
     func run() async throws {

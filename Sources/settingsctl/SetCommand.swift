@@ -24,7 +24,7 @@ struct SetCommand: AsyncParsableCommand {
 
     @OptionGroup var bus: BusOptions
 
-    @Argument(help: "The key, such as /org/example/editor/theme.")
+    @Argument(help: "The key, such as /org/example/editor/theme.", completion: KeyCompletion.keys)
     var key: String
 
     // Collected this way so that a value such as -5 is not taken for an option.

@@ -49,7 +49,8 @@ struct SettingsCtl: AsyncParsableCommand {
         do {
             // No verb is a usage error, as for dconf: the usage goes to standard error, exit status 2.
             guard !arguments.isEmpty else { throw ValidationError("no verb given, such as get, set or dump") }
-            var command = try parseAsRoot(arguments)
+            // The asynchronous parse: it is the one that answers a shell's completion of a key (KeyCompletion).
+            var command = try await asyncParseAsRoot(arguments)
             if var asyncCommand = command as? any AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {

@@ -18,7 +18,8 @@ struct TreeCommand: AsyncParsableCommand {
     @OptionGroup var bus: BusOptions
     @OptionGroup var output: JSONOption
 
-    @Argument(help: ArgumentHelp("The directory, ending in '/'.", valueName: "dir"))
+    @Argument(
+        help: ArgumentHelp("The directory, ending in '/'.", valueName: "dir"), completion: KeyCompletion.directories)
     var directory: String = "/"
 
     func run() async throws {

@@ -20,7 +20,7 @@ struct UnregisterCommand: AsyncParsableCommand {
     @Flag(name: .customLong("remove-value"), help: "Remove the key's user value as well.")
     var removeValue = false
 
-    @Argument(help: ArgumentHelp("The key.", valueName: "key"))
+    @Argument(help: ArgumentHelp("The key.", valueName: "key"), completion: KeyCompletion.keys)
     var key: String
 
     func run() async throws {

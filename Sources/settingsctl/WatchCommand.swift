@@ -25,7 +25,8 @@ struct WatchCommand: AsyncParsableCommand {
     @Flag(help: "First print the current values, as one block, once the watch is in place.")
     var initial = false
 
-    @Argument(help: ArgumentHelp("A key, or a directory ending in '/'.", valueName: "key-or-dir"))
+    @Argument(
+        help: ArgumentHelp("A key, or a directory ending in '/'.", valueName: "key-or-dir"), completion: KeyCompletion.keys)
     var location: String
 
     func run() async throws {
