@@ -15,6 +15,9 @@ struct InstallTests {
     static let installedFiles = [
         "bin/settings-broker", "bin/settingsctl", "share/dbus-1/services/io.github.settingsbus.Settings1.service",
         "share/systemd/user/settings-broker.service", "share/doc/settingsbus/README.md",
+        "share/man/man1/settingsctl.1", "share/man/man1/settings-broker.1",
+        "share/bash-completion/completions/settingsctl", "share/zsh/site-functions/_settingsctl",
+        "share/fish/vendor_completions.d/settingsctl.fish",
     ]
 
     @Test func installedActivationFileStartsTheBrokerAndUninstallRemovesExactlyWhatWasInstalled() async throws {
@@ -25,6 +28,10 @@ struct InstallTests {
         defer { try? FileManager.default.removeItem(at: root) }
         let isolation = ["HOME": root.path, "XDG_RUNTIME_DIR": root.path, "XDG_CONFIG_HOME": config.path]
         let builtFolder = URL(fileURLWithPath: try Ctl.path()).deletingLastPathComponent().path
+        // scripts/install would build it otherwise, and a build cannot run while the tests hold the build folder.
+        try #require(
+            FileManager.default.isExecutableFile(atPath: builtFolder + "/generate-manual"),
+            "build it first: swift build --product generate-manual (scripts/test does)")
 
         // The bus daemon gets the same isolation, which the broker it activates inherits.
         try await withTestBus(environment: isolation) { bus in
@@ -49,6 +56,18 @@ struct InstallTests {
             #expect(unit.contains("\nExecStart=\(broker) --bus session\n"), "\(unit)")
             #expect(
                 unit.contains("\nDocumentation=file://\(prefix.path)/share/doc/settingsbus/README.md\n"), "\(unit)")
+            // The manual pages are the argument parsers' (a verb and an option of each), and the completions
+            // ask settingsctl for key paths.
+            let manual = try String(
+                contentsOf: prefix.appendingPathComponent("share/man/man1/settingsctl.1"), encoding: .utf8)
+            #expect(manual.contains(".Sh NAME") && manual.contains("check-admin"), "\(manual.prefix(400))")
+            let brokerManual = try String(
+                contentsOf: prefix.appendingPathComponent("share/man/man1/settings-broker.1"), encoding: .utf8)
+            #expect(brokerManual.contains("admin-dir"), "\(brokerManual.prefix(400))")
+            for file in Self.installedFiles.suffix(3) {
+                let script = try String(contentsOf: prefix.appendingPathComponent(file), encoding: .utf8)
+                #expect(script.contains("---completion"), "\(file)")
+            }
             // No placeholder is left (the unit's system call filter names sets such as @system-service).
             #expect(!unit.contains("@bindir@") && !unit.contains("@docdir@"), "\(unit)")
 
