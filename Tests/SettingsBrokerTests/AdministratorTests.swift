@@ -40,6 +40,15 @@ struct AdministratorTests {
         try Settings1.DescribeReply(try await connection.settings("Describe", [.string(key)]))
     }
 
+    /// The broker's `member` signals about `key` (its first argument), collected from now on.
+    static func signals(_ member: MemberName, about key: String, on connection: DBusConnection) async throws
+        -> Collector<DBusMessage>
+    {
+        var rule = MatchRule(sender: TestBroker.busName, interface: "io.github.settingsbus.Settings1", member: member)
+        rule.arguments[0] = key
+        return Collector(try await connection.signals(matching: rule))
+    }
+
     static func errorName(_ body: () async throws -> Void) async -> String? {
         do {
             try await body()
@@ -123,14 +132,8 @@ struct AdministratorTests {
             let connection = try await bus.connect()
             let key = "/org/example/kiosk/mode"
             _ = try await connection.settings("Set", [.string(key), .variant(.string("mine"))])
-            var changedRule = MatchRule(
-                sender: TestBroker.busName, interface: "io.github.settingsbus.Settings1", member: "Changed")
-            changedRule.arguments[0] = key
-            let changed = Collector(try await connection.signals(matching: changedRule))
-            var describedRule = MatchRule(
-                sender: TestBroker.busName, interface: "io.github.settingsbus.Settings1", member: "DescriptionChanged")
-            describedRule.arguments[0] = key
-            let described = Collector(try await connection.signals(matching: describedRule))
+            let changed = try await Self.signals("Changed", about: key, on: connection)
+            let described = try await Self.signals("DescriptionChanged", about: key, on: connection)
 
             // When: the administrator locks the directory and gives the key a default.
             try admin.write("[org/example/kiosk]\nmode='kiosk'\n", to: "defaults.d/50-kiosk.conf")
@@ -152,10 +155,7 @@ struct AdministratorTests {
 
             // When: a broken edit of the lock file, then a default for a marker key (its signal comes from a
             // reading of the folder that saw the broken file too).
-            var markerRule = MatchRule(
-                sender: TestBroker.busName, interface: "io.github.settingsbus.Settings1", member: "Changed")
-            markerRule.arguments[0] = "/org/example/marker"
-            let marker = Collector(try await connection.signals(matching: markerRule))
+            let marker = try await Self.signals("Changed", about: "/org/example/marker", on: connection)
             try admin.write("/org/example/kiosk/\nnot a key\n", to: "locks.d/kiosk")
             try admin.write("[org/example]\nmarker=1\n", to: "defaults.d/90-marker.conf")
             _ = try await marker.next()
@@ -188,9 +188,7 @@ struct AdministratorTests {
                 on: bus, arguments: ["--admin-dir", admin.url.path, "--poll-folders"])
             let connection = try await bus.connect()
             let key = "/org/example/polled/theme"
-            var rule = MatchRule(sender: TestBroker.busName, interface: "io.github.settingsbus.Settings1", member: "Changed")
-            rule.arguments[0] = key
-            let changed = Collector(try await connection.signals(matching: rule))
+            let changed = try await Self.signals("Changed", about: key, on: connection)
             try admin.write("[org/example/polled]\ntheme='dark'\n", to: "defaults.d/10-site.conf")
             let signal = try Settings1.ChangedSignal(try await changed.next(timeLimit: .seconds(10)).body)
             #expect(signal.values.dictionary[key] == .string("dark"))
@@ -210,9 +208,7 @@ struct AdministratorTests {
                 on: bus, storePath: file + "/settings.db", arguments: ["--admin-dir", admin.url.path])
             let connection = try await bus.connect()
             let key = "/org/example/readonly/theme"
-            var rule = MatchRule(sender: TestBroker.busName, interface: "io.github.settingsbus.Settings1", member: "Changed")
-            rule.arguments[0] = key
-            let changed = Collector(try await connection.signals(matching: rule))
+            let changed = try await Self.signals("Changed", about: key, on: connection)
 
             try admin.write("[org/example/readonly]\ntheme='dark'\n", to: "defaults.d/10-site.conf")
 
