@@ -20,6 +20,8 @@ final class BrokerLink: Sendable {
     let bus: BusSettingsStore.Bus
     let busName: BusName
     let timeout: Duration
+    /// Whether the broker is reached, as the calls find it (``ConnectionStatus``).
+    let status = StatusBoard()
     private let state = Locked<Connection>(.none)
 
     init(bus: BusSettingsStore.Bus, busName: BusName, timeout: Duration) {
@@ -81,7 +83,9 @@ final class BrokerLink: Sendable {
             state.withLock { state in
                 if case .connecting = state { state = .none }
             }
-            throw Self.settingsError(error, bus: bus)
+            let failure = Self.settingsError(error, bus: bus)
+            if !Task.isCancelled { noteFailure(failure) }
+            throw failure
         }
     }
 
@@ -107,9 +111,22 @@ final class BrokerLink: Sendable {
                 destination: busName, path: SettingsBusNames.objectPath, interface: SettingsBusNames.interface,
                 member: Request.method, arguments: request.body, timeout: timeout)
         } catch {
-            throw Self.settingsError(error, bus: bus)
+            let failure = Self.settingsError(error, bus: bus)
+            if !Task.isCancelled { noteFailure(failure) }
+            throw failure
         }
+        status.answered()
         return try Request.reply(reply)
+    }
+
+    /// Records what a failed call says of the connection: the broker answered with an error of its own, or
+    /// it could not be reached; a call that timed out says neither.
+    func noteFailure(_ error: SettingsError) {
+        switch error.code {
+        case .brokerUnavailable, .disconnected: status.set(.unavailable(error))
+        case .timedOut: break
+        default: status.answered()
+        }
     }
 
     /// Closes the connection; later calls fail with `Disconnected`.
@@ -118,10 +135,50 @@ final class BrokerLink: Sendable {
             defer { state = .closed }
             return state
         }
+        status.set(.unavailable(SettingsError(.disconnected, "the settings store was closed")))
+        status.finish()
         switch previous {
         case .open(let connection): await connection.close()
         case .connecting(let task): if let connection = try? await task.value { await connection.close() }
         case .none, .closed: break
+        }
+    }
+
+    /// The status while the broker's name has no owner (it exited, or was stopped); a call starts it again by
+    /// D-Bus activation where it is installed.
+    static var brokerLeft: SettingsError {
+        SettingsError(.brokerUnavailable, "the settings broker left the bus; it is started again by the next call where D-Bus activation is installed")
+    }
+
+    /// Follows the broker's name while the status is followed, so that a broker started (or stopped) while the
+    /// store makes no call is noticed: a new owner is asked for `GetMany` of no key, which settles the status.
+    func followPresence() async {
+        var failures = 0
+        while !Task.isCancelled {
+            do throws(SettingsError) {
+                let connection = try await connection()
+                let owners: NameOwnerChanges
+                do {
+                    owners = try await connection.nameOwnerChanges(of: busName)
+                } catch {
+                    throw Self.settingsError(error, bus: bus)
+                }
+                failures = 0
+                // Asking once settles the status; the broker's name changing owner settles it again.
+                _ = try? await call(Settings1.GetManyRequest(keys: []))
+                for await change in owners {
+                    if change.newOwner != nil {
+                        _ = try? await call(Settings1.GetManyRequest(keys: []))
+                    } else {
+                        status.set(.unavailable(Self.brokerLeft))
+                    }
+                }
+            } catch {
+                if error.code == .disconnected, case .closed = state.withLock({ $0 }) { return }
+                failures += 1
+            }
+            let delay = min(2000, 25 << min(failures, 7))
+            do { try await Task.sleep(for: .milliseconds(delay)) } catch { return }
         }
     }
 

@@ -170,6 +170,28 @@ public final class BusSettingsStore: SettingsStore {
     public func cachedValue(of key: SettingPath) -> CachedSetting? {
         hub.cachedValue(of: key)
     }
+
+    /// Reads the keys with one `GetMany` into the local copy, and watches each from then on, until the store
+    /// is closed, so that the copy stays current: ``cachedValue(of:)`` answers them, and an
+    /// ``ObservedSetting`` of one starts with its stored value. Each watch subscribes and reads its key again
+    /// in the background, which finds a change committed in between.
+    public func preload(_ keys: [SettingPath]) async throws(SettingsError) {
+        guard !keys.isEmpty else { return }
+        let snapshot = try await read(keys)
+        hub.preload(snapshot, keys: keys)
+    }
+
+    /// ``ConnectionStatus/connecting`` until the store has asked the broker anything, then what its last call or
+    /// watch found: ``ConnectionStatus/connected`` when the broker answered, else
+    /// ``ConnectionStatus/unavailable(_:)`` (also while the broker's name has no owner).
+    public var connectionStatus: ConnectionStatus { link.status.current }
+
+    /// The connection status, then each change; while it is followed, the store follows the broker's name on
+    /// the bus and asks a new owner (an empty `GetMany`), so that a broker started later is noticed even when
+    /// nothing else calls. It ends when the store is closed.
+    public func connectionStatuses() -> AsyncStream<ConnectionStatus> {
+        link.status.statuses { [weak link] in await link?.followPresence() }
+    }
 }
 
 extension SettingsSnapshot {

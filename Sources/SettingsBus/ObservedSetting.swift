@@ -6,7 +6,10 @@ public import SettingsModel
 /// An `@Observable` object whose ``value`` follows a key live, for UI code.
 ///
 /// It starts with the local copy of the value (or the key's default) and follows every change, whichever
-/// process makes it; SwiftUI-style observation (`withObservationTracking`) sees each one.
+/// process makes it; SwiftUI-style observation (`withObservationTracking`) sees each one. Preload the keys a
+/// window shows (`settings.preload(...)`) before making it, so that it starts with
+/// the stored value rather than the default. ``status`` says whether the broker is reached, and ``isWritable``
+/// whether the key may be written (an administrator's lock makes it false at once).
 ///
 /// ```swift
 /// @MainActor @Observable final class EditorSettings {
@@ -25,8 +28,13 @@ public import SettingsModel
 @MainActor
 @Observable
 public final class ObservedSetting<Value: SettingValue> {
-    /// The key's current value.
+    /// The key's current value: the default while nothing is known (the broker cannot be reached).
     public private(set) var value: Value
+    /// Whether the store reaches its broker (``SettingsStore/connectionStatuses()``).
+    public private(set) var status: ConnectionStatus
+    /// Whether the key may be written: false while an administrator locks it (``SettingDescription/isWritable``,
+    /// followed with ``SettingsStore/descriptions(for:)``). A control of the key is disabled while it is false.
+    public private(set) var isWritable = true
     /// The key followed.
     @ObservationIgnored public let key: SettingKey<Value>
     @ObservationIgnored private let store: any SettingsStore
@@ -37,14 +45,31 @@ public final class ObservedSetting<Value: SettingValue> {
         self.key = key
         self.store = store
         self.value = store.cached(key) ?? key.defaultValue
+        self.status = store.connectionStatus
         let values = store.values(for: key)
+        let statuses = store.connectionStatuses()
+        let descriptions = store.descriptions(for: key.path)
         follower = FollowerTask()
-        follower.task = Task { [weak self] in
-            for await value in values {
-                guard let self else { return }
-                self.value = value
-            }
-        }
+        follower.tasks = [
+            Task { [weak self] in
+                for await value in values {
+                    guard let self else { return }
+                    self.value = value
+                }
+            },
+            Task { [weak self] in
+                for await status in statuses {
+                    guard let self else { return }
+                    if self.status != status { self.status = status }
+                }
+            },
+            Task { [weak self] in
+                for await description in descriptions {
+                    guard let self else { return }
+                    if self.isWritable != description.isWritable { self.isWritable = description.isWritable }
+                }
+            },
+        ]
     }
 
     /// Writes a new value to the store; ``value`` changes when the store reports it.
@@ -55,13 +80,13 @@ public final class ObservedSetting<Value: SettingValue> {
     }
 }
 
-/// Holds the task that follows a key, and cancels it when the observed setting is released.
+/// Holds the tasks that follow a key, and cancels them when the observed setting is released.
 final class FollowerTask: @unchecked Sendable {
-    // @unchecked Sendable: `task` is written once, on the main actor in the owner's initializer, before the
+    // @unchecked Sendable: `tasks` is written once, on the main actor in the owner's initializer, before the
     // object is shared, and read only in `deinit`, when no other reference exists.
-    var task: Task<Void, Never>?
+    var tasks: [Task<Void, Never>] = []
 
     deinit {
-        task?.cancel()
+        for task in tasks { task.cancel() }
     }
 }

@@ -42,6 +42,11 @@ extension SettingsStore {
     /// and keeps only the newest value when the consumer is slower than the writers. It survives a broker
     /// restart: when the broker is back, it reads again and yields the value if it changed.
     ///
+    /// It never waits silently for a broker that cannot be reached: when the first read finds none (no
+    /// broker owns its name and D-Bus activation cannot start one, or there is no bus), it yields the value
+    /// the local copy knows, else the key's default, at once, and the stored value when a broker answers
+    /// later. ``SettingsStore/connectionStatus`` says which it is.
+    ///
     /// ```swift
     /// for await scheme in settings.values(for: .colorScheme) {
     ///     window.apply(scheme)
@@ -169,7 +174,11 @@ public struct SettingValues<Value: SettingValue>: AsyncSequence, Sendable {
             while let update = await updates?.next() {
                 // One lookup for the common case, a new value of the key.
                 let stored = update.values[path]
-                guard stored != nil || update.kind == .snapshot || update.removed.contains(path) else { continue }
+                // Before the first value: a store that cannot reach its broker gives the default (or what it
+                // knows) rather than nothing.
+                guard stored != nil || update.kind == .snapshot || update.removed.contains(path)
+                    || (update.kind == .unavailable && last == nil)
+                else { continue }
                 // A write of the value the key has (or a read again that finds it) is not a new value.
                 let effective: DBusValue?
                 if let stored {
@@ -228,7 +237,7 @@ public struct SettingChanges<Value: SettingValue>: AsyncSequence, Sendable {
         @inlinable
         public mutating func next() async -> SettingChange<Value>? {
             while let update = await updates.next() {
-                guard update.kind != .snapshot else { continue }
+                guard update.kind != .snapshot, update.kind != .unavailable else { continue }
                 let stored = update.values[key.path]
                 guard stored != nil || update.removed.contains(key.path) else { continue }
                 let (value, problem) = key.decode(stored)

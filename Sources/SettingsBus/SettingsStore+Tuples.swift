@@ -42,7 +42,9 @@ extension SettingsStore {
                 let path = paths[index]
                 if let value = update.values[path] {
                     current[index] = value
-                } else if update.kind == .snapshot || update.removed.contains(path) {
+                } else if update.kind == .snapshot || update.removed.contains(path)
+                    || (update.kind == .unavailable && !known[index])
+                {
                     current[index] = nil
                 } else {
                     continue

@@ -26,6 +26,27 @@ extension SettingsStore {
         return key.decode(cached.value).value
     }
 
+    /// Reads keys with one round trip into the local copy, which then keeps them current: afterwards
+    /// ``cached(_:)`` answers each, and an ``ObservedSetting`` of one starts with the stored value instead of
+    /// the default. Call it at start-up, before the first window shows.
+    ///
+    /// ```swift
+    /// try await settings.preload(.colorScheme, .fontSize)
+    /// let scheme = ObservedSetting(.colorScheme, in: settings)   // the stored scheme, at once
+    /// ```
+    ///
+    /// A ``BusSettingsStore`` watches the keys from then on, until it is closed (see the untyped `preload`,
+    /// which takes paths).
+    ///
+    /// - Throws: ``SettingsError``: `BrokerUnavailable`, `TimedOut`, `Disconnected`.
+    public func preload<each Value: SettingValue>(_ keys: repeat SettingKey<each Value>) async throws(SettingsError) {
+        var paths: [SettingPath] = []
+        for key in repeat each keys {
+            if key.fixedValue == nil { paths.append(key.path) }
+        }
+        try await preload(paths)
+    }
+
     /// Sets a key; an optional key set to `nil` is reset.
     ///
     /// - Returns: the serial of the commit, which every process's change streams report.

@@ -96,6 +96,45 @@ public protocol SettingsStore: Sendable {
     /// above it) is being watched, and the local copy is at least as new as the last change this process
     /// wrote or was told of. Nil when the store would have to ask.
     func cachedValue(of key: SettingPath) -> CachedSetting?
+
+    /// Reads keys in one round trip into the local copy, and keeps them there, current, from then on: after
+    /// it returns, ``cachedValue(of:)`` answers each key, and an ``ObservedSetting`` of one starts with its
+    /// stored value. For start-up, before the first window shows (see the typed `preload`).
+    ///
+    /// A store whose local copy always answers (``InMemorySettingsStore``) has nothing to do; that is the
+    /// version a store gets when it does not implement it.
+    ///
+    /// - Throws: ``SettingsError``: `BrokerUnavailable`, `TimedOut`, `Disconnected`, `AccessDenied` for a
+    ///   secret key this process may not read.
+    func preload(_ keys: [SettingPath]) async throws(SettingsError)
+
+    /// Whether the store reaches its broker now. A store that does not implement it is always
+    /// ``ConnectionStatus/connected``, as is ``InMemorySettingsStore``.
+    var connectionStatus: ConnectionStatus { get }
+
+    /// The connection status, then each change of it, until the consuming task is cancelled or the store is
+    /// closed. While it is followed, a ``BusSettingsStore`` notices a broker that starts later by itself.
+    ///
+    /// ```swift
+    /// for await status in settings.connectionStatuses() { statusLine.show(status) }
+    /// ```
+    func connectionStatuses() -> AsyncStream<ConnectionStatus>
+}
+
+extension SettingsStore {
+    /// Does nothing: the local copy of this store answers every key (see the requirement).
+    public func preload(_ keys: [SettingPath]) async throws(SettingsError) {}
+
+    /// Always ``ConnectionStatus/connected`` (see the requirement).
+    public var connectionStatus: ConnectionStatus { .connected }
+
+    /// ``ConnectionStatus/connected``, once (see the requirement).
+    public func connectionStatuses() -> AsyncStream<ConnectionStatus> {
+        AsyncStream { continuation in
+            continuation.yield(.connected)
+            continuation.finish()
+        }
+    }
 }
 
 extension SettingsStore {
@@ -179,6 +218,11 @@ public struct SettingsUpdate: Sendable, Hashable {
         case change
         /// What changed while the store was unreachable (a broker restart), found by reading again.
         case resync
+        /// The broker cannot be reached before the watch could read anything: ``values`` holds what the local
+        /// copy knows of the location from other watches (often nothing), ``serial`` is 0. A
+        /// ``snapshot`` follows when the broker is reached. ``SettingsStore/values(for:)`` yields the
+        /// key's default then, rather than nothing.
+        case unavailable
     }
 
     /// What the update reports.
@@ -221,7 +265,8 @@ public struct SettingsUpdates: AsyncSequence, Sendable {
 
     private let source: Source
     private let finish: @Sendable () -> Void
-    /// Whether the iterator passes over ``SettingsUpdate/Kind/snapshot`` updates (``SettingsStore/changes(under:)``).
+    /// Whether the iterator passes over ``SettingsUpdate/Kind/snapshot`` and ``SettingsUpdate/Kind/unavailable``
+    /// updates (``SettingsStore/changes(under:)``).
     private var skipsSnapshots = false
 
     /// Wraps a stream.
@@ -241,7 +286,8 @@ public struct SettingsUpdates: AsyncSequence, Sendable {
         finish = { channel.finish() }
     }
 
-    /// The same updates without the snapshot taken when watching began: only what changed since.
+    /// The same updates without the snapshot taken when watching began (nor the notice that the broker could
+    /// not be reached before it): only what changed since.
     func skippingSnapshots() -> SettingsUpdates {
         var updates = self
         updates.skipsSnapshots = true
@@ -277,7 +323,7 @@ public struct SettingsUpdates: AsyncSequence, Sendable {
         /// The next update, taken in the caller's isolation.
         public mutating func next() async -> SettingsUpdate? {
             while let update = await take() {
-                if skipsSnapshots && update.kind == .snapshot { continue }
+                if skipsSnapshots && (update.kind == .snapshot || update.kind == .unavailable) { continue }
                 return update
             }
             return nil

@@ -22,6 +22,10 @@ final class WatchHub: Sendable {
         var subscribers: [UInt64: UpdateChannel] = [:]
         var task: Task<Void, Never>?
         var state: WatchState
+        /// Kept without subscribers until the store is closed: a key read by ``WatchHub/preload(_:keys:)``.
+        var pinned = false
+        /// Whether the broker could not be reached before the first read (the subscribers were told so).
+        var unreachable = false
 
         init(location: SettingLocation) {
             state = WatchState(location: location)
@@ -78,6 +82,18 @@ final class WatchHub: Sendable {
             keyIndex = [:]
         }
 
+        /// What the ready directory watches know of a key (for a key's watch that cannot read it itself).
+        func knownValues(of location: SettingLocation) -> [SettingPath: DBusValue] {
+            guard case .key(let key) = location, directoryWatches > 0 else { return [:] }
+            let floor = floors.floor(for: key)
+            for (watched, watch) in watches where watch.state.ready && watch.state.delivered >= floor {
+                if case .directory(let directory) = watched, directory.contains(key) {
+                    return watch.state.values[key].map { [key: $0] } ?? [:]
+                }
+            }
+            return [:]
+        }
+
         /// Each watched location and the serial its copy is current at, for ``floors``.
         var delivered: LazyMapCollection<[SettingLocation: Watch], (location: SettingLocation, delivered: UInt64)> {
             watches.lazy.map { (location: $0.key, delivered: $0.value.state.delivered) }
@@ -118,7 +134,11 @@ final class WatchHub: Sendable {
                 watch.task = Task { [weak self] in await self?.run(location) }
             }
             watch.subscribers[id] = channel
-            if let snapshot = watch.state.snapshot { channel.yield(snapshot) }
+            if let snapshot = watch.state.snapshot {
+                channel.yield(snapshot)
+            } else if watch.unreachable {
+                channel.yield(Self.unavailableUpdate(state.knownValues(of: location)))
+            }
             state.setWatch(watch, at: location)
             return id
         }
@@ -134,7 +154,7 @@ final class WatchHub: Sendable {
         let task: Task<Void, Never>? = state.withLock { state in
             guard var watch = state.watches[location] else { return nil }
             watch.subscribers[id] = nil
-            guard watch.subscribers.isEmpty else {
+            guard watch.subscribers.isEmpty, !watch.pinned else {
                 state.setWatch(watch, at: location)
                 return nil
             }
@@ -157,6 +177,57 @@ final class WatchHub: Sendable {
     }
 
     // MARK: - The local copy
+
+    /// Makes the values of `keys`, read at once by the store (`snapshot`), the local copy of each, and keeps it
+    /// current from then on: each key gets a watch that stays until the store is closed.
+    ///
+    /// The watch subscribes, then reads again, as every watch does (a change committed between the store's
+    /// read and the subscription is found that way, and reported as a resync). A key already watched and
+    /// ready keeps its copy; one whose read is in flight waits for it (that read may be older or newer).
+    func preload(_ snapshot: SettingsSnapshot, keys: [SettingPath]) {
+        state.withLock { state in
+            guard !state.closed else { return }
+            for key in keys {
+                let location = SettingLocation.key(key)
+                let existing: Void? = state.withWatch(at: location) { watch in
+                    watch.pinned = true
+                    Self.seed(&watch, key: key, from: snapshot)
+                }
+                if existing != nil { continue }
+                var watch = Watch(location: location)
+                watch.pinned = true
+                Self.seed(&watch, key: key, from: snapshot)
+                watch.task = Task { [weak self] in await self?.run(location) }
+                state.setWatch(watch, at: location)
+            }
+        }
+    }
+
+    /// Fills a key's watch that has no copy and no read in flight from the store's read.
+    private static func seed(_ watch: inout Watch, key: SettingPath, from snapshot: SettingsSnapshot) {
+        guard !watch.state.ready, !watch.state.reading else { return }
+        let read = SettingsSnapshot(values: snapshot.values[key].map { [key: $0] } ?? [:], serial: snapshot.serial)
+        yield(watch.state.snapshotRead(read), to: watch.subscribers)
+    }
+
+    /// What a watch tells its subscribers when the broker cannot be reached before it has read anything.
+    private static func unavailableUpdate(_ known: [SettingPath: DBusValue]) -> SettingsUpdate {
+        SettingsUpdate(kind: .unavailable, values: known, removed: [], serial: 0, origin: nil)
+    }
+
+    /// The broker cannot be reached: the subscribers of a watch that has read nothing yet hear of it once, so
+    /// that a stream of values gives a default rather than nothing.
+    private func unreachable(_ location: SettingLocation, _ error: SettingsError) {
+        guard error.code == .brokerUnavailable || error.code == .disconnected, !Task.isCancelled else { return }
+        state.withLock { state in
+            let known = state.knownValues(of: location)
+            _ = state.withWatch(at: location) { watch in
+                guard !watch.state.ready, !watch.unreachable else { return }
+                watch.unreachable = true
+                Self.yield(Self.unavailableUpdate(known), to: watch.subscribers)
+            }
+        }
+    }
 
     func cachedValue(of key: SettingPath) -> CachedSetting? {
         state.withLock { state in
@@ -198,6 +269,7 @@ final class WatchHub: Sendable {
                 try await follow(location, on: connection)
                 failures = 0
             } catch {
+                unreachable(location, error)
                 failures += 1
             }
             // The connection ended or could not be made: try again, soon at first, then every 2 s.
@@ -234,7 +306,13 @@ final class WatchHub: Sendable {
         defer { signals.end() }
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
-                for await change in owners where change.newOwner != nil { sink.yield(.brokerStarted) }
+                for await change in owners {
+                    if change.newOwner != nil {
+                        sink.yield(.brokerStarted)
+                    } else {
+                        self.link.status.set(.unavailable(BrokerLink.brokerLeft))
+                    }
+                }
                 sink.yield(.ended)
             }
             // A read that fails while the broker is there (a timeout under load) is tried again, sooner
@@ -290,6 +368,7 @@ final class WatchHub: Sendable {
             snapshot = try await read(location)
         } catch {
             change(location) { $0.readFailed() }
+            unreachable(location, error)
             return error.code == .brokerUnavailable || error.code == .accessDenied
         }
         state.withLock { state in

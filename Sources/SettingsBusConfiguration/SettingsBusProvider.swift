@@ -258,6 +258,9 @@ extension SettingsBusProvider {
                     // after it arrive.
                     guard update.serial >= storage.serial else { return }
                     storage.replace(with: update.values, serial: update.serial)
+                case .unavailable:
+                    // Nothing read yet: the values seeded at start stay until the broker answers.
+                    return
                 case .change, .resync:
                     var changed: [SettingPath] = []
                     for (key, value) in update.values where storage.snapshot.values[key] != value {

@@ -81,6 +81,7 @@ struct WatchCommand: AsyncParsableCommand {
         case .snapshot: kind = "initial"
         case .change: kind = "change"
         case .resync: kind = "resync"
+        case .unavailable: kind = "unavailable"
         }
         let values = update.values.keys.sorted().map { ($0.rawValue, JSONValue.record(update.values[$0]!)) }
         let object = JSONValue.object([

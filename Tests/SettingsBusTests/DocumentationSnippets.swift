@@ -60,6 +60,19 @@ func follow(settings: some SettingsStore, apply: (ColorScheme) -> Void) async {
     ObservedSetting(.fontSize, in: settings)
 }
 
+@MainActor func makeEditorWindow(settings: any SettingsStore) async throws -> ObservedSetting<ColorScheme> {
+    try await settings.preload(.colorScheme, .fontSize)
+    return ObservedSetting(.colorScheme, in: settings)
+}
+
+@MainActor func describe(_ setting: ObservedSetting<ColorScheme>) -> String {
+    switch setting.status {
+    case .connected: setting.isWritable ? "\(setting.value)" : "\(setting.value) (locked)"
+    case .connecting: "\(setting.value) (connecting)"
+    case .unavailable(let error): "\(setting.value) (default: \(error.message))"
+    }
+}
+
 // MARK: ImplementingAStore.md
 
 @Test(arguments: SettingsStoreConformance.checks)
