@@ -90,6 +90,16 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "SettingsSync",
+            dependencies: [
+                "SettingsBroker",
+                "SettingsModel",
+                .product(name: "PostgresNIO", package: "postgres-nio", condition: tools),
+                .product(name: "Logging", package: "swift-log", condition: tools),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "SettingsBus",
             dependencies: ["DBus", "SettingsModel"],
             swiftSettings: swiftSettings
@@ -107,6 +117,7 @@ let package = Package(
             name: "settings-broker",
             dependencies: [
                 "SettingsBroker",
+                "SettingsSync",
                 .product(name: "ArgumentParser", package: "swift-argument-parser", condition: tools),
                 .product(name: "Logging", package: "swift-log", condition: tools),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: tools),
