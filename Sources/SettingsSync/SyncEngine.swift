@@ -171,8 +171,8 @@ public final class SyncEngine: StoreSync {
         let password = try configuration.password(environment: environment)
         let database = try await SyncDatabase.connect(configuration, password: password, logger: logger)
         defer { Task { await database.close() } }
-        try await database.prepare()
-        try await database.registerMachine()
+        try await bounded(database) { try await database.prepare() }
+        try await bounded(database) { try await database.registerMachine() }
         connected()
         let listener = Task { [wake, logger, configuration] in
             // A second connection for the hint; a failure here only means waiting for the periodic pull.
@@ -229,7 +229,7 @@ public final class SyncEngine: StoreSync {
         while !Task.isCancelled {
             let changes = try await store.queuedSyncChanges(limit: 1000)
             guard !changes.isEmpty else { return }
-            let pushed = try await database.push(changes)
+            let pushed = try await bounded(database) { try await database.push(changes) }
             if pushed.clamped {
                 logger.warning(
                     "sync: this machine's clock is ahead of the database's by more than the bound; its versions were clamped",
@@ -244,9 +244,9 @@ public final class SyncEngine: StoreSync {
     private func pull(_ store: DurableStore, _ database: SyncDatabase) async throws {
         while !Task.isCancelled {
             let cursor = state.withLock { $0.cursor }
-            let rows = try await database.pull(after: cursor, limit: 2000)
+            let rows = try await bounded(database) { try await database.pull(after: cursor, limit: 2000) }
             guard let last = rows.last?.revision else {
-                let clamped = try await database.clampedMachines()
+                let clamped = try await bounded(database) { try await database.clampedMachines() }
                 state.withLock { $0.clamped = clamped }
                 return
             }
@@ -311,6 +311,52 @@ public final class SyncEngine: StoreSync {
                 }
             }
             try await store.setSyncState("cursor", cursor)
+        }
+    }
+}
+
+/// A round trip to the database that took longer than ``SyncEngine/roundTripLimit``.
+struct SyncTimeout: Error, CustomStringConvertible {
+    var description: String { "the database did not answer within \(SyncEngine.roundTripLimit)" }
+}
+
+extension SyncEngine {
+    /// The longest a statement or transaction may take before the connection is given up.
+    static let roundTripLimit: Duration = .seconds(20)
+
+    /// Runs one round trip to the database; past ``roundTripLimit`` the connection is closed and the call
+    /// fails with ``SyncTimeout`` (a connection whose server went away does not always fail its queries).
+    func bounded<T: Sendable>(
+        _ database: SyncDatabase, _ body: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
+        let answered = Locked(false)
+        func claim() -> Bool {
+            answered.withLock { done in
+                defer { done = true }
+                return !done
+            }
+        }
+        var work: Task<Void, Never>?
+        var timer: Task<Void, Never>?
+        defer {
+            timer?.cancel()
+        }
+        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+            work = Task {
+                do {
+                    let value = try await body()
+                    if claim() { continuation.resume(returning: value) }
+                } catch {
+                    if claim() { continuation.resume(throwing: error) }
+                }
+            }
+            timer = Task { [work] in
+                do { try await Task.sleep(for: Self.roundTripLimit) } catch { return }
+                guard claim() else { return }
+                work?.cancel()
+                await database.close()
+                continuation.resume(throwing: SyncTimeout())
+            }
         }
     }
 }
