@@ -64,6 +64,26 @@ struct SyncAcrossMachinesTests {
         }
     }
 
+    @Test func ofTwoAppliesOnTwoMachinesOneWinsOnAllTheKeysTheyShare() async throws {
+        try await withMachines(["alpha", "beta"]) { postgres, machines in
+            #expect(try await machines[0].call("Set", ["/sync/pair/ready", "<1>"]).status == 0)
+            try await waitForAgreement(machines, key: "/sync/pair/ready")
+            // When: with the server away, each machine writes both keys in one Apply (one commit, one version).
+            try await postgres.pause()
+            for machine in machines {
+                let name = machine.name
+                let result = try await machine.call(
+                    "Apply", ["{'/sync/pair/x': <'\(name)'>, '/sync/pair/y': <'\(name)'>}", "@as []", "@a{sv} {}"])
+                #expect(result.status == 0, "\(result.stderr)")
+            }
+            try await postgres.resume()
+            // Then: both machines end with x and y from one and the same machine.
+            let x = try await waitForAgreement(machines, key: "/sync/pair/x")
+            let y = try await waitForAgreement(machines, key: "/sync/pair/y")
+            #expect(x == y)
+        }
+    }
+
     @Test func secretAndMachineLocalKeysNeverReachTheDatabase() async throws {
         try await withMachines(["alpha", "beta"]) { postgres, machines in
             let a = machines[0]
