@@ -35,7 +35,8 @@ let package = Package(
             name: "Tools",
             description: """
                 The broker, settingsctl, the benchmark and the tests, with the packages only they use \
-                (swift-argument-parser, swift-log, swift-service-lifecycle, swift-collections). On by default; an \
+                (swift-argument-parser, swift-log, swift-service-lifecycle, swift-collections, postgres-nio for \
+                the broker's sync). On by default; an \
                 app that depends on the SettingsBus library writes `traits: []` and resolves none of them.
                 """),
         .trait(
@@ -53,6 +54,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0", traits: []),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
         .systemLibrary(
@@ -88,6 +90,16 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "SettingsSync",
+            dependencies: [
+                "SettingsBroker",
+                "SettingsModel",
+                .product(name: "PostgresNIO", package: "postgres-nio", condition: tools),
+                .product(name: "Logging", package: "swift-log", condition: tools),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "SettingsBus",
             dependencies: ["DBus", "SettingsModel"],
             swiftSettings: swiftSettings
@@ -105,6 +117,7 @@ let package = Package(
             name: "settings-broker",
             dependencies: [
                 "SettingsBroker",
+                "SettingsSync",
                 .product(name: "ArgumentParser", package: "swift-argument-parser", condition: tools),
                 .product(name: "Logging", package: "swift-log", condition: tools),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: tools),
@@ -228,6 +241,11 @@ let package = Package(
         .testTarget(
             name: "SettingsBrokerTests",
             dependencies: ["SettingsBroker", "SettingsModel", "DBus", "SettingsBusTesting"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SyncTests",
+            dependencies: ["SettingsBus", "SettingsModel", "DBus", "SettingsBusTesting"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

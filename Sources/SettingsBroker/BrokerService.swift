@@ -40,6 +40,8 @@ public final class BrokerService: Service, Sendable {
         public var pollingFolders = false
         /// The users given the values of secret keys.
         public var secretReaders: SecretReaders
+        /// Sync across machines, if configured (README, "Sync across machines").
+        public var sync: (any StoreSync)?
 
         /// The folders of schema files searched when none is given: `settingsbus/schemas` under
         /// `$XDG_DATA_HOME` (`~/.local/share`) and under each folder of `$XDG_DATA_DIRS`
@@ -149,6 +151,7 @@ public final class BrokerService: Service, Sendable {
                 }
             }
         }
+        await configuration.sync?.start(store: store)
         if store.condition.isWritable {
             store.persistence.backup.start(interval: configuration.backupInterval, serial: store.serial) {
                 [logger] event in
@@ -212,7 +215,10 @@ public final class BrokerService: Service, Sendable {
         touch()
         let interface = SettingsInterface.interface(
             store: store, secretReaders: configuration.secretReaders, activity: { [weak self] in self?.touch() },
-            moreStatus: { vendor.status().merging(administrator?.status() ?? [:]) { own, _ in own } })
+            moreStatus: { [sync = configuration.sync] in
+                vendor.status().merging(administrator?.status() ?? [:]) { own, _ in own }
+                    .merging(sync?.status() ?? [:]) { own, _ in own }
+            })
         try await connection.export([interface], at: SettingsBusNames.objectPath)
         guard try await connection.requestName(name, flags: [.doNotQueue]) == .primaryOwner else {
             throw StartError(description: "\(name) is already owned: another settings-broker is running on this bus")
@@ -230,6 +236,7 @@ public final class BrokerService: Service, Sendable {
         logger.info("stopping", metadata: ["reason": "\(ending)"])
         vendor.stop()
         administrator?.stop()
+        await configuration.sync?.stop()
         await store.close()
         await store.persistence.backup.finish()
         store.persistence.close()

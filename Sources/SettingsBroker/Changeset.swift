@@ -27,6 +27,9 @@ public struct Changeset: Sendable {
     /// in its `Changed` signal with their value as of its commit. A changeset of such keys alone is a commit
     /// all the same, for the serial its signal carries.
     public var announced: [SettingPath] = []
+    /// Set by the sync engine for changes pulled from other machines: the version of each key it writes. Such a
+    /// commit records them and queues nothing for the database (see `DurableStore+Sync.swift`).
+    public var remote: RemoteChanges?
 
     /// Makes a changeset.
     public init(
@@ -52,6 +55,8 @@ struct ResolvedChangeset: Sendable {
     var announced: [SettingPath] = []
     /// The keys whose schema is removed.
     var unregistrations: [SettingPath] = []
+    /// ``Changeset/remote``.
+    var remote: RemoteChanges?
 
     /// Whether the changeset writes nothing to the store: no value, no schema (at most it announces keys).
     var onlyAnnounces: Bool { writes.isEmpty && registrations.isEmpty && unregistrations.isEmpty }

@@ -71,7 +71,11 @@ extension DurableStore {
     func commit(_ batch: Batch, waitingForLocks: Bool = true) -> Bool {
         do throws(SettingsError) {
             let start = ContinuousClock.now
-            guard try persistence.commit(batch.map(\.changeset), waitingForLocks: waitingForLocks) else { return false }
+            let sync = syncRecord(for: batch)
+            guard try persistence.commit(batch.map(\.changeset), sync: sync, waitingForLocks: waitingForLocks) else {
+                return false
+            }
+            if let sync, !sync.queued.isEmpty { syncSettings.withLock { $0 }?.queued() }
             finishCommit(batch, took: ContinuousClock.now - start)
         } catch {
             failCommit(batch, error)

@@ -14,7 +14,8 @@ extension DurableStore {
             unregistrations: changeset.unregistrations, replacing: changeset.replacing, ifSerial: changeset.ifSerial, in: StagedView(store: self, state: state))
         return ResolvedChangeset(
             serial: state.nextSerial, writes: resolution.writes, registrations: resolution.registrations,
-            origin: changeset.origin, announced: changeset.announced, unregistrations: resolution.unregistrations)
+            origin: changeset.origin, announced: changeset.announced, unregistrations: resolution.unregistrations,
+            remote: changeset.remote)
     }
 
     /// The serial of the last reset of a key without a user value since start-up, if any.

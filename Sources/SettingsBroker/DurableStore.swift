@@ -69,6 +69,8 @@ public final class DurableStore: Sendable {
     let commitQueue = CommitQueue()
     /// Keys unseen since start-up count as changed at this serial (resets before start-up are not kept).
     let baselineSerial: UInt64
+    /// What commits queue for sync across machines; nil while sync is off (``enableSync(_:)``).
+    let syncSettings = Locked<SyncSettings?>(nil)
 
     /// The store file.
     public let path: String

@@ -32,7 +32,7 @@ final class StorePersistence: Sendable {
     /// The store's backup.
     let backup: StoreBackup
     /// The open store; nil when the store is read-only.
-    private let database: SQLiteDatabase?
+    let database: SQLiteDatabase?
     /// What opening read, handed over once by ``load()``.
     private let initialContents: Locked<Contents?>
     /// The lock that makes this broker the store's only owner (nil when it could not be taken because the
@@ -158,6 +158,7 @@ final class StorePersistence: Sendable {
                 "\(path) has store format \(format); this broker reads format \(formatVersion) and older: use a "
                     + "newer settings-broker")
         }
+        try prepareSync(db)
         if format < formatVersion {
             // Format 1 kept the serial in `meta` alone, which format 2 reads the same way.
             try db.execute("UPDATE meta SET value = ? WHERE name = 'format'", [.integer(Int64(formatVersion))])
@@ -234,6 +235,7 @@ final class StorePersistence: Sendable {
                 contents.unreadable.append((path, "schema: \(error)"))
             }
         }
+        try readMachineLocal(db, into: &contents)
         return contents
     }
 
@@ -277,7 +279,9 @@ final class StorePersistence: Sendable {
     /// It blocks until the transaction is durable: the store calls it on its commit queue or, for a small
     /// batch, on the connection's thread; never from a task.
     @discardableResult
-    func commit(_ batch: [ResolvedChangeset], waitingForLocks: Bool = true) throws(SettingsError) -> Bool {
+    func commit(
+        _ batch: [ResolvedChangeset], sync: SyncRecord? = nil, waitingForLocks: Bool = true
+    ) throws(SettingsError) -> Bool {
         guard let last = batch.last else { return true }
         guard let database else {
             // A commit that only announces what the administrator's layer changed has nothing to write: it is
@@ -311,6 +315,7 @@ final class StorePersistence: Sendable {
                     try db.execute("DELETE FROM schemas WHERE path = ?", [.text(key.rawValue)])
                 }
             }
+            if let sync { try Self.write(sync, db) }
             if serialNeedsMeta {
                 try db.execute(
                     "UPDATE meta SET value = ? WHERE name = 'serial'", [.integer(Int64(bitPattern: last.serial))])
@@ -450,5 +455,6 @@ final class StorePersistence: Sendable {
                 .nullable(schema.range.map { GVariantText.format($0.max) }), .nullable(choices),
                 .integer(schema.isSecret ? 1 : 0),
             ])
+        try recordMachineLocal(schema, at: path, db)
     }
 }

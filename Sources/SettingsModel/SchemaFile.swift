@@ -21,7 +21,8 @@ import DBus
 /// text read as `type`; required without `type`, and a key with a `type` and no `default` has no value until one
 /// is set), `summary` and `description` (plain text, the rest of the line), `range`
 /// (`min,max` or `(min, max)`, each of the key's type), `choices` (a GVariant array of the key's type),
-/// `secret` (`true` or `false`). Blank lines and lines starting with `#` or `;` are skipped.
+/// `secret` and `machine-local` (`true` or `false`; a machine-local key's values never leave the machine when
+/// the broker syncs). Blank lines and lines starting with `#` or `;` are skipped.
 public struct SchemaFile: Sendable {
     /// The schemas, by key.
     public var schemas: [SettingPath: SettingSchema] = [:]
@@ -44,7 +45,7 @@ public struct SchemaFile: Sendable {
     }
 
     /// The fields a key may have.
-    public static let fieldNames = ["type", "default", "summary", "description", "range", "choices", "secret"]
+    public static let fieldNames = ["type", "default", "summary", "description", "range", "choices", "secret", "machine-local"]
 
     /// Reads a schema file, and checks each schema (``SettingSchema/validate(for:)``).
     ///
@@ -152,6 +153,12 @@ public struct SchemaFile: Sendable {
                 throw Problem(line: line, message: "\(key).secret is true or false, not '\(text)'")
             }
             schema.isSecret = text == "true"
+        }
+        if let (text, line) = fields.values["machine-local"] {
+            guard text == "true" || text == "false" else {
+                throw Problem(line: line, message: "\(key).machine-local is true or false, not '\(text)'")
+            }
+            schema.isMachineLocal = text == "true"
         }
         return schema
     }

@@ -5,7 +5,7 @@ public import DBus
 extension SettingSchema {
     /// One field in which a new registration of a key differs from the registered schema.
     public struct Change: Sendable, Hashable, CustomStringConvertible {
-        /// The field: `type`, `default`, `summary`, `description`, `range`, `choices` or `secret`.
+        /// The field: `type`, `default`, `summary`, `description`, `range`, `choices`, `secret` or `machine-local`.
         public var field: String
         /// The registered value of the field, as people read it.
         public var old: String
@@ -33,6 +33,7 @@ extension SettingSchema {
     /// | `choices` | more choices, or none any more | a choice removed, choices where there were none |
     /// | `range` | a range that holds the old one, or none any more | a narrower or shifted range, a range where there was none |
     /// | `secret` | turned on | turned off (values would start to be broadcast) |
+    /// | `machine-local` | turned on | turned off (values would start to leave the machine) |
     /// | `type` | — | any change (a field added to an `a{sv}` record keeps the type `a{sv}`) |
     ///
     /// A compatible change keeps every value the registered schema accepts valid.
@@ -89,6 +90,13 @@ extension SettingSchema {
                 Change(
                     field: "secret", old: "\(isSecret)", new: "\(new.isSecret)", isCompatible: new.isSecret,
                     reason: new.isSecret ? nil : "a secret value would start to be broadcast"))
+        }
+        if isMachineLocal != new.isMachineLocal {
+            changes.append(
+                Change(
+                    field: "machine-local", old: "\(isMachineLocal)", new: "\(new.isMachineLocal)",
+                    isCompatible: new.isMachineLocal,
+                    reason: new.isMachineLocal ? nil : "a machine-local value would start to leave the machine"))
         }
         return changes
     }

@@ -34,6 +34,9 @@ public struct SettingSchema: Sendable, Hashable {
     /// process on the bus may receive, and clients read them with a method call instead, which the broker
     /// answers with the value only for root, its own user and the users of its `--secret-readers`.
     public var isSecret: Bool
+    /// Whether the key is machine-local: its values never leave the machine when the broker syncs its
+    /// directory with other machines (README, "Sync across machines").
+    public var isMachineLocal: Bool = false
 
     /// Makes a schema.
     ///
@@ -45,9 +48,10 @@ public struct SettingSchema: Sendable, Hashable {
     ///   - range: The inclusive range of accepted values, for numeric types.
     ///   - choices: The only values accepted.
     ///   - isSecret: Whether values are kept out of signals.
+    ///   - isMachineLocal: Whether values stay on the machine when the broker syncs.
     public init(
         type: DBusType, defaultValue: DBusValue?, summary: String? = nil, description: String? = nil,
-        range: SettingRange? = nil, choices: [DBusValue]? = nil, isSecret: Bool = false
+        range: SettingRange? = nil, choices: [DBusValue]? = nil, isSecret: Bool = false, isMachineLocal: Bool = false
     ) {
         self.type = type
         self.defaultValue = defaultValue
@@ -56,15 +60,16 @@ public struct SettingSchema: Sendable, Hashable {
         self.range = range
         self.choices = choices
         self.isSecret = isSecret
+        self.isMachineLocal = isMachineLocal
     }
 
     /// Makes a schema whose type is the default value's type.
     public init(
         defaultValue: DBusValue, summary: String? = nil, description: String? = nil,
-        range: SettingRange? = nil, choices: [DBusValue]? = nil, isSecret: Bool = false
+        range: SettingRange? = nil, choices: [DBusValue]? = nil, isSecret: Bool = false, isMachineLocal: Bool = false
     ) {
         self.init(
             type: defaultValue.type, defaultValue: defaultValue, summary: summary, description: description,
-            range: range, choices: choices, isSecret: isSecret)
+            range: range, choices: choices, isSecret: isSecret, isMachineLocal: isMachineLocal)
     }
 }

@@ -7,6 +7,7 @@ import Glibc
 import Logging
 import SettingsBroker
 import SettingsModel
+import SettingsSync
 import ServiceLifecycle
 import UnixSignals
 
@@ -89,6 +90,48 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
     @Option(help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String = "info"
 
+    @Option(
+        help: ArgumentHelp(
+            """
+            Sync the --sync-dir directories with this PostgreSQL database, shared by the user's machines: \
+            postgres://USER@HOST[:PORT]/DATABASE[?sslmode=require|verify-full][&host=/socket/folder]. No \
+            password in it: see --sync-password-file.
+            """, valueName: "url"))
+    var syncUrl: String?
+
+    @Option(
+        help: ArgumentHelp(
+            "A file whose first line is the database's password (default: the matching line of PGPASSFILE or ~/.pgpass).",
+            valueName: "file"))
+    var syncPasswordFile: String?
+
+    @Option(
+        name: .customLong("sync-dir"),
+        help: ArgumentHelp(
+            "A directory whose user values sync, such as /org/example/editor/; repeat for more. Nothing syncs without one.",
+            valueName: "dir"))
+    var syncDirectories: [String] = []
+
+    @Option(help: "The sync scope in the database: one per user (default: default).")
+    var syncScope: String = "default"
+
+    @Option(help: "This machine's id in sync (default: /etc/machine-id).")
+    var machineId: String?
+
+    @Option(help: "This machine's name in sync, shown as the origin sync:<name> on other machines (default: the host name).")
+    var machineName: String?
+
+    @Option(help: ArgumentHelp("Milliseconds added to this machine's clock in sync (tests).", visibility: .hidden))
+    var syncClockOffset: Int64 = 0
+
+    @Flag(
+        help: """
+            Put back the store as it was before sync was first turned on (<store>.before-sync), moving the \
+            current one aside, then exit; the broker must not be running. Start it again without --sync-url to \
+            keep sync off.
+            """)
+    var syncRestore = false
+
     /// Parses the command line and runs the broker; a usage error exits with status 2 (``usageStatus``), as
     /// `settingsctl` and `settings-bench` do, instead of ArgumentParser's 64.
     static func main() async {
@@ -123,6 +166,7 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
         guard backupInterval >= 0 && backupInterval.isFinite else {
             throw ValidationError("--backup-interval takes a number of seconds, 0 or more")
         }
+        _ = try syncConfiguration()
     }
 
     func run() async throws {
@@ -148,9 +192,22 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
             case "system": .system
             default: .address(bus)
             }
+        let storePath = store ?? (bus == "system" ? Self.systemStorePath : Self.defaultStorePathMakingConfigHome())
+        if syncRestore {
+            do throws(SettingsError) {
+                let aside = try DurableStore.restoreBeforeSync(storePath: storePath)
+                logger.notice(
+                    "the store is back as it was before sync began; the synced store was moved aside",
+                    metadata: ["store": "\(storePath)", "moved-to": "\(aside)"])
+                return
+            } catch {
+                logger.critical("\(error.message)")
+                throw ExitCode(1)
+            }
+        }
         var configuration = BrokerService.Configuration(
                 bus: busChoice,
-                storePath: store ?? (bus == "system" ? Self.systemStorePath : Self.defaultStorePathMakingConfigHome()),
+                storePath: storePath,
                 durability: Durability(rawValue: durability) ?? .full,
                 idleExit: idleExit.map { .milliseconds(Int64($0 * 1000)) },
                 backupInterval: .milliseconds(Int64(backupInterval * 1000)),
@@ -160,6 +217,13 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
                     : schemaDirectories,
                 administratorFolder: administratorFolder, secretReaders: readers)
         configuration.pollingFolders = pollFolders
+        if let sync = try syncConfiguration() {
+            logger.info(
+                "sync is on", metadata: ["database": "\(sync.database)", "directories": "\(sync.directories.map(\.rawValue))",
+                                         "machine": "\(sync.machineName)"])
+            configuration.sync = SyncEngine(
+                configuration: sync, logger: logger, environment: ProcessInfo.processInfo.environment)
+        }
         let service = BrokerService(configuration: configuration, logger: logger)
         let group = ServiceGroup(
             configuration: .init(
@@ -175,6 +239,44 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
             logger.error("\(error.description)")
             throw ExitCode(Self.connectionLostStatus)
         }
+    }
+
+    /// The sync configuration of the options; nil when sync is off (no --sync-url).
+    func syncConfiguration() throws -> SyncConfiguration? {
+        guard let syncUrl else {
+            guard syncDirectories.isEmpty, syncPasswordFile == nil else {
+                throw ValidationError("--sync-dir and --sync-password-file need --sync-url")
+            }
+            return nil
+        }
+        let address: DatabaseAddress
+        do throws(SyncConfigurationError) {
+            address = try DatabaseAddress(url: syncUrl)
+        } catch {
+            throw ValidationError(error.description)
+        }
+        guard !syncDirectories.isEmpty else {
+            throw ValidationError("--sync-url needs at least one --sync-dir: nothing syncs until you name a directory")
+        }
+        var directories: [SettingDirectory] = []
+        for text in syncDirectories {
+            do throws(SettingsError) {
+                directories.append(try SettingDirectory(text))
+            } catch {
+                throw ValidationError("--sync-dir: \(error.message)")
+            }
+        }
+        guard let machine = machineId ?? SyncConfiguration.systemMachineID(), !machine.isEmpty else {
+            throw ValidationError("cannot read /etc/machine-id: give this machine's id with --machine-id")
+        }
+        var hostName = [CChar](repeating: 0, count: 256)
+        gethostname(&hostName, hostName.count)
+        var configuration = SyncConfiguration(
+            database: address, passwordFile: syncPasswordFile, directories: directories, machineID: machine,
+            machineName: machineName ?? String(cString: hostName))
+        configuration.scope = syncScope
+        configuration.clockOffsetMilliseconds = syncClockOffset
+        return configuration
     }
 
     /// The exit status after the bus connection was lost (the store closed cleanly first).

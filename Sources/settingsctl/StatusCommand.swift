@@ -16,7 +16,9 @@ struct StatusCommand: AsyncParsableCommand {
             from the broker's properties, and the rest from its Status method: store (the file), health (ok, \
             recovered-from-backup, recovered-empty or read-only), writable, durability, keys (user values), \
             schemas, unreadable, and when there is something to say problem, source, damaged-file, \
-            damaged-backup, backup, backup-serial, backup-time (seconds since 1970) and restored. A broker without a \
+            damaged-backup, backup, backup-serial, backup-time (seconds since 1970) and restored; with sync on, \
+            sync-state (connected, offline or error), sync-queued, sync-last, sync-cursor, sync-error and \
+            sync-clamped-machines (settingsctl sync shows these alone). A broker without a \
             Status method (one whose Version property is older than the Status method) is reported with the number of \
             keys that have a value and 'store: not reported'. \
             Starts the broker by D-Bus activation when it is not running.
@@ -31,7 +33,8 @@ struct StatusCommand: AsyncParsableCommand {
     static let statusOrder = [
         "serial", "store", "health", "writable", "durability", "keys", "schemas", "unreadable", "problem", "source",
         "damaged-file", "damaged-backup", "backup", "backup-serial", "backup-time", "restored", "schema-files",
-        "schema-problems",
+        "schema-problems", "admin-files", "admin-problems", "sync-state", "sync-machine", "sync-database",
+        "sync-queued", "sync-last", "sync-cursor", "sync-error", "sync-clamped-machines",
     ]
 
     func run() async throws {
@@ -48,6 +51,9 @@ struct StatusCommand: AsyncParsableCommand {
                         text = string
                     } else if field.name == "backup-time", case .int64(let seconds) = field.value {
                         text = Date(timeIntervalSince1970: Double(seconds)).formatted(.iso8601) + " (\(seconds))"
+                    } else if field.name == "sync-last", case .int64(let milliseconds) = field.value {
+                        text = Date(timeIntervalSince1970: Double(milliseconds) / 1000).formatted(.iso8601)
+                            + " (\(milliseconds) ms)"
                     } else {
                         text = GVariantText.format(field.value, annotateTypes: false)
                     }

@@ -48,7 +48,7 @@ extension Settings1 {
                 options: RegisterOptions(
                     summary: schema.summary, description: schema.description, range: schema.range,
                     choices: schema.choices, isSecret: schema.isSecret, replace: replacing,
-                    noDefault: schema.defaultValue == nil))
+                    noDefault: schema.defaultValue == nil, isMachineLocal: schema.isMachineLocal))
         }
 
         public init(_ body: [DBusValue]) throws(SettingsError) {
@@ -79,7 +79,8 @@ extension Settings1 {
         public var schema: SettingSchema {
             SettingSchema(
                 type: type, defaultValue: options.noDefault ? nil : defaultValue, summary: options.summary, description: options.description,
-                range: options.range, choices: options.choices, isSecret: options.isSecret)
+                range: options.range, choices: options.choices, isSecret: options.isSecret,
+                isMachineLocal: options.isMachineLocal)
         }
     }
 
@@ -91,6 +92,7 @@ extension Settings1 {
         /// The names of the options `Register` knows.
         public static let names = [
             "summary", "description", "range", "min", "max", "choices", "secret", "replace", "no-default",
+            "machine-local",
         ]
 
         /// `summary` (s): a one-line summary for people.
@@ -109,12 +111,17 @@ extension Settings1 {
         /// `no-default` (b): whether the key has no default, so no value until one is set; `Register`'s
         /// `default` argument is then ignored (any value of the key's type).
         public var noDefault: Bool
+        /// `machine-local` (b): whether the key's values stay on the machine when the broker syncs its directory
+        /// with other machines.
+        public var isMachineLocal: Bool
 
         /// Makes options.
         public init(
             summary: String? = nil, description: String? = nil, range: SettingRange? = nil,
-            choices: [DBusValue]? = nil, isSecret: Bool = false, replace: Bool = false, noDefault: Bool = false
+            choices: [DBusValue]? = nil, isSecret: Bool = false, replace: Bool = false, noDefault: Bool = false,
+            isMachineLocal: Bool = false
         ) {
+            self.isMachineLocal = isMachineLocal
             self.noDefault = noDefault
             self.summary = summary
             self.description = description
@@ -138,6 +145,7 @@ extension Settings1 {
                 case ("description", .string(let description)): self.description = description
                 case ("secret", .boolean(let secret)): isSecret = secret
                 case ("no-default", .boolean(let noDefault)): self.noDefault = noDefault
+                case ("machine-local", .boolean(let local)): isMachineLocal = local
                 case ("min", _): minimum = option
                 case ("max", _): maximum = option
                 case ("range", .structure(let bounds)) where bounds.count == 2:
@@ -171,6 +179,7 @@ extension Settings1 {
             if isSecret { options.append(("secret", .boolean(true))) }
             if replace { options.append(("replace", .boolean(true))) }
             if noDefault { options.append(("no-default", .boolean(true))) }
+            if isMachineLocal { options.append(("machine-local", .boolean(true))) }
             return ValueMap(options)
         }
     }
@@ -266,7 +275,8 @@ extension Settings1 {
     ///
     /// The fields travel in this order, each only when it has something to say: `writable` (b), `registered`
     /// (b), `signature` (s), then for a registered key `default` (none for a key without a default), `summary` (s), `description` (s), `range`
-    /// (`(min, max)`), `choices` (an array of the key's type) and `secret` (b), then `value` (the user value,
+    /// (`(min, max)`), `choices` (an array of the key's type), `secret` (b) and `machine-local` (b, only when
+    /// true), then `value` (the user value,
     /// never a secret key's), `value-ignored` (s: why the stored value is not served) and `serial` (t: the
     /// key's last change). Fields this version does not know are kept in ``otherFields``.
     public struct DescribeReply: MessageBody {
@@ -275,7 +285,7 @@ extension Settings1 {
         /// The names of the fields this version reads, in the order they travel.
         public static let fieldNames = [
             "writable", "registered", "signature", "default", "summary", "description", "range", "choices",
-            "secret", "value", "value-ignored", "serial", "locked", "administrator-default", "source",
+            "secret", "machine-local", "value", "value-ignored", "serial", "locked", "administrator-default", "source",
         ]
 
         /// `writable`: whether the key may be written.
@@ -352,6 +362,7 @@ extension Settings1 {
                 if case .array(_, let choices) = value { choices } else { nil }
             }
             let secret = try take("secret", "a boolean", bool)
+            let machineLocal = try take("machine-local", "a boolean", bool)
             if registered {
                 guard let type = signature ?? defaultValue?.type else {
                     throw .invalidValue(
@@ -359,7 +370,7 @@ extension Settings1 {
                 }
                 schema = SettingSchema(
                     type: type, defaultValue: defaultValue, summary: summary, description: description, range: range,
-                    choices: choices, isSecret: secret ?? false)
+                    choices: choices, isSecret: secret ?? false, isMachineLocal: machineLocal ?? false)
             } else {
                 schema = nil
             }
@@ -385,6 +396,7 @@ extension Settings1 {
                 if let range = schema.range { fields.append(("range", .structure([range.min, range.max]))) }
                 if let choices = schema.choices { fields.append(("choices", .array(schema.type, choices))) }
                 fields.append(("secret", .boolean(schema.isSecret)))
+                if schema.isMachineLocal { fields.append(("machine-local", .boolean(true))) }
             }
             if let value { fields.append(("value", value)) }
             if let valueIgnored { fields.append(("value-ignored", .string(valueIgnored))) }

@@ -1,0 +1,187 @@
+// SPDX-License-Identifier: Apache-2.0
+
+public import DBus
+public import SettingsModel
+
+/// Changes pulled from other machines, applied as one commit (``Changeset/remote``).
+public struct RemoteChanges: Sendable {
+    /// The version of each key the commit writes.
+    public var versions: [SettingPath: SyncVersion]
+    /// The database revision the commit moves the cursor to, in the same transaction.
+    public var cursor: Int64?
+
+    /// Makes the remote part of a changeset.
+    public init(versions: [SettingPath: SyncVersion], cursor: Int64?) {
+        self.versions = versions
+        self.cursor = cursor
+    }
+}
+
+// The store's hook for sync across machines: with sync on, each commit's writes of synced keys are queued in
+// the store's `sync_outbox` in the commit's own transaction (StorePersistence+Sync.swift), with a version from
+// the clock; a commit of remote changes records their versions and queues nothing. With sync off, a commit
+// reads one lock and nothing more.
+extension DurableStore {
+    /// The origin of commits of changes pulled from another machine: `sync:<machine name>`.
+    public static func syncOrigin(machineName: String) -> String { "sync:\(machineName)" }
+
+    /// Turns sync on: from now on, commits queue the writes of keys `settings` syncs.
+    public func enableSync(_ settings: SyncSettings) {
+        syncSettings.withLock { $0 = settings }
+    }
+
+    /// What a batch queues and records for sync; nil when sync is off or there is nothing.
+    func syncRecord(for batch: Batch) -> SyncRecord? {
+        guard let settings = syncSettings.withLock({ $0 }) else { return nil }
+        var record = SyncRecord()
+        // Schemas registered earlier in the batch are not committed yet: they count for later changesets.
+        var registered: [SettingPath: SettingSchema?] = [:]
+        for (changeset, _) in batch {
+            if let remote = changeset.remote {
+                for (key, _) in changeset.writes {
+                    if let version = remote.versions[key] { record.versions.append((key, version)) }
+                }
+                if let cursor = remote.cursor { record.cursor = max(record.cursor ?? cursor, cursor) }
+            }
+            for (key, schema) in changeset.registrations {
+                registered[key] = schema
+                if settings.directories.contains(where: { $0.contains(key) }), !settings.syncs(key, schema: schema) {
+                    record.unqueued.append(key)
+                }
+            }
+            for key in changeset.unregistrations { registered[key] = .some(nil) }
+            guard changeset.remote == nil, !changeset.writes.isEmpty else { continue }
+            var synced: [(key: SettingPath, value: DBusValue?)] = []
+            Self.forEachPiece(of: changeset.writes) { piece in
+                let candidates = piece.filter { write in settings.directories.contains { $0.contains(write.key) } }
+                guard !candidates.isEmpty else { return }
+                let schemas = committed.withLock { state in candidates.map { state.schemas[$0.key] } }
+                for (write, committedSchema) in zip(candidates, schemas) {
+                    let schema = registered[write.key] ?? committedSchema
+                    if settings.syncs(write.key, schema: schema) { synced.append(write) }
+                }
+            }
+            guard !synced.isEmpty else { continue }
+            // One version for the whole commit: of two commits touching the same keys, one wins on all of them.
+            let version = SyncVersion(clock: settings.clock.tick(), machine: settings.machine)
+            for write in synced {
+                record.queued.append(SyncChange(key: write.key, value: write.value, version: version))
+                record.versions.append((write.key, version))
+            }
+        }
+        return record.isEmpty ? nil : record
+    }
+
+    /// The oldest changes queued for the database, at most `limit`.
+    public func queuedSyncChanges(limit: Int) async throws -> [SyncChange] {
+        try await persistence.queuedChanges(limit: limit)
+    }
+
+    /// The number of changes queued for the database.
+    public func queuedSyncCount() async throws -> Int {
+        try await persistence.queuedCount()
+    }
+
+    /// Removes changes the database has taken from the queue (unless a newer write of the key replaced them),
+    /// and records the versions the database gave them (a clamped clock) where the key's version is still theirs.
+    public func acknowledgeSyncChanges(_ pushed: [SyncChange], as versions: [SyncVersion]) async throws {
+        try await persistence.acknowledge(pushed, as: versions)
+    }
+
+    /// Queues changes of values already in the store (a machine joining), unless the key has a queued change
+    /// or a version already.
+    public func queueForSync(_ changes: [SyncChange]) async throws {
+        try await persistence.queue(changes)
+    }
+
+    /// The recorded versions of keys.
+    public func syncVersions(of keys: [SettingPath]) async throws -> [SettingPath: SyncVersion] {
+        try await persistence.versions(of: keys)
+    }
+
+    /// A value the sync engine keeps in the store (`cursor`, `joined`), nil when unset.
+    public func syncState(_ name: String) async throws -> Int64? {
+        try await persistence.syncStateInteger(name)
+    }
+
+    /// Sets a value the sync engine keeps in the store.
+    public func setSyncState(_ name: String, _ value: Int64) async throws {
+        try await persistence.setSyncStateInteger(name, value)
+    }
+
+    /// The largest clock of a recorded version.
+    public func largestSyncClock() async throws -> UInt64 {
+        try await persistence.largestRecordedClock()
+    }
+
+    /// The user values of keys under `directory` whose values sync, read in pieces (the values a machine
+    /// brings when it joins).
+    public func syncedUserValues(under directories: [SettingDirectory], settings: SyncSettings) -> [(SettingPath, DBusValue)] {
+        var found: [(SettingPath, DBusValue)] = []
+        for directory in directories {
+            var resume: ReadResume?
+            repeat {
+                resume = committed.withLock { state in
+                    state.forEachValue(in: directory, after: resume, limit: Self.readPiece) { key, user in
+                        if settings.syncs(key, schema: state.schemas[key]) { found.append((key, user.value)) }
+                        return true
+                    }
+                }
+            } while resume != nil
+        }
+        return found
+    }
+
+    /// The schema registered for a key, if any.
+    public func registeredSchema(of key: SettingPath) -> SettingSchema? {
+        committed.withLock { $0.schemas[key] }
+    }
+
+    /// The path of the store file's copy taken before sync began.
+    public var beforeSyncCopyPath: String { path + ".before-sync" }
+
+    /// Copies the store aside as ``beforeSyncCopyPath`` (a checked copy, as the backup is), unless a copy is
+    /// there already.
+    public func copyBeforeSync() async throws {
+        try await persistence.copy(to: beforeSyncCopyPath)
+    }
+}
+
+extension DurableStore {
+    /// Puts back the store as it was before sync began (`settings-broker --sync-restore`), with no broker
+    /// running on it: the current store is moved aside as `<store>.synced-<time>` (with its log), and the copy
+    /// taken when sync was first turned on takes its place.
+    ///
+    /// - Returns: where the current store went.
+    /// - Throws: ``SettingsError`` `StoreFailure` when a broker holds the store, there is no copy, or a file
+    ///   cannot be moved.
+    public static func restoreBeforeSync(storePath path: String) throws(SettingsError) -> String {
+        let copy = path + ".before-sync"
+        guard StoreFiles.exists(copy) else {
+            throw .storeFailure("there is no copy of \(path) from before sync began (\(copy))")
+        }
+        let lock: StoreLock
+        do throws(StoreLock.Failure) {
+            lock = try StoreLock.acquire(store: path)
+        } catch {
+            if case .held(let pid) = error {
+                throw .storeFailure(
+                    "the settings store \(path) is in use by a settings-broker\(pid.map { " (pid \($0))" } ?? ""): stop it first")
+            }
+            throw .storeFailure("cannot lock the settings store \(path)")
+        }
+        defer { lock.release() }
+        do throws(StoreFiles.Failure) {
+            let aside = "\(path).synced-\(StoreFiles.timestamp())"
+            if StoreFiles.exists(path) { try StoreFiles.rename(path, to: aside) }
+            for suffix in ["-wal", "-shm"] where StoreFiles.exists(path + suffix) {
+                try StoreFiles.rename(path + suffix, to: aside + suffix)
+            }
+            try StoreFiles.copy(copy, to: path)
+            StoreFiles.syncDirectory(of: path)
+            return aside
+        } catch {
+            throw .storeFailure("cannot put back \(copy): \(error)")
+        }
+    }
+}

@@ -1,0 +1,248 @@
+// SPDX-License-Identifier: Apache-2.0
+
+public import Foundation
+internal import Glibc
+
+/// A private PostgreSQL server for tests of the broker's sync, never a server of the machine.
+///
+/// ``start()`` finds `initdb` (`/usr/lib/postgresql/*/bin`), makes a cluster in a temporary folder, and starts
+/// `postgres` listening only on a unix socket in that folder and on a free loopback port. When the tests run
+/// as root, the cluster is made and run as the unprivileged user 65534 (`setpriv`), which PostgreSQL
+/// requires, and the folder is given to that user. A database `settings` and a role `settingsbus` with a
+/// password are created; ``passwordFile`` holds the password for the broker. ``stop()`` ends the server by the
+/// pid in `postmaster.pid` (SIGINT: fast shutdown), waits for it, and removes the folder.
+///
+/// ```swift
+/// let postgres = try await TestPostgres.start()
+/// let one = try await postgres.psql("select 1")
+/// await postgres.stop()
+/// ```
+public final class TestPostgres: Sendable {
+    /// The temporary folder: the cluster (`data`), the socket, the password file and the server's log.
+    public let directory: URL
+    /// The folder of the PostgreSQL binaries (`initdb`, `pg_ctl`, `postgres`).
+    public let binaries: URL
+    /// The loopback TCP port the server listens on.
+    public let port: Int
+    /// The role the broker connects as.
+    public let user = "settingsbus"
+    /// The role's password.
+    public let password: String
+    /// The database the broker syncs through.
+    public let database = "settings"
+    private let stopped = StopFlag()
+    private let runAsNobody: Bool
+
+    /// Why the sync tests cannot run here, or nil when `initdb` is installed.
+    public static var unavailableReason: String? {
+        findBinaries() == nil
+            ? "PostgreSQL's initdb is not installed (/usr/lib/postgresql/*/bin/initdb); install it with: apt-get install -y postgresql-15"
+            : nil
+    }
+
+    private init(directory: URL, binaries: URL, port: Int, password: String, runAsNobody: Bool) {
+        self.directory = directory
+        self.binaries = binaries
+        self.port = port
+        self.password = password
+        self.runAsNobody = runAsNobody
+    }
+
+    /// The folder holding the cluster.
+    public var dataDirectory: URL { directory.appendingPathComponent("data") }
+    /// The folder of the server's unix socket.
+    public var socketDirectory: URL { directory }
+    /// A file holding ``password`` alone, for `--sync-password-file`.
+    public var passwordFile: URL { directory.appendingPathComponent("password") }
+    /// The server's log.
+    public var logFile: URL { directory.appendingPathComponent("server.log") }
+
+    /// A libpq-style URL of ``database`` as ``user`` over the loopback port, without the password.
+    public var url: String { "postgres://\(user)@127.0.0.1:\(port)/\(database)" }
+
+    /// Finds the newest installed PostgreSQL's binaries.
+    static func findBinaries() -> URL? {
+        let root = "/usr/lib/postgresql"
+        let versions = ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [])
+            .compactMap(Int.init).sorted(by: >)
+        for version in versions {
+            let bin = URL(fileURLWithPath: "\(root)/\(version)/bin")
+            if FileManager.default.isExecutableFile(atPath: bin.appendingPathComponent("initdb").path) { return bin }
+        }
+        return nil
+    }
+
+    /// Makes a cluster and starts the server; waits until it accepts connections, then creates the role and
+    /// the database.
+    ///
+    /// - Throws: ``TestProcess/Failure`` when PostgreSQL is not installed (naming the package) or the server
+    ///   does not come up, with its log.
+    public static func start() async throws -> TestPostgres {
+        guard let binaries = findBinaries() else {
+            throw TestProcess.Failure(description: unavailableReason ?? "initdb is missing")
+        }
+        var template = Array("/tmp/settingsbus-pg-XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else {
+            throw TestProcess.Failure(description: "cannot create a temporary directory: errno \(errno)")
+        }
+        let directory = URL(fileURLWithPath: String(cString: made))
+        let runAsNobody = getuid() == 0
+        if runAsNobody {
+            guard chown(directory.path, 65534, 65534) == 0 else {
+                throw TestProcess.Failure(description: "cannot give \(directory.path) to uid 65534: errno \(errno)")
+            }
+        }
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: directory.path)
+        let password = "pw-" + UUID().uuidString.lowercased()
+        let port = try freeLoopbackPort()
+        let server = TestPostgres(
+            directory: directory, binaries: binaries, port: port, password: password, runAsNobody: runAsNobody)
+        do {
+            try await server.initialize()
+            return server
+        } catch {
+            await server.stop()
+            throw error
+        }
+    }
+
+    private func initialize() async throws {
+        let superuserPassword = directory.appendingPathComponent("superuser-password")
+        try password.write(to: passwordFile, atomically: false, encoding: .utf8)
+        try "super-\(password)".write(to: superuserPassword, atomically: false, encoding: .utf8)
+        if runAsNobody {
+            for file in [passwordFile, superuserPassword] { _ = chown(file.path, 65534, 65534) }
+        }
+        let initdb = try await runServerTool(
+            "initdb",
+            ["-D", dataDirectory.path, "-U", "postgres", "--auth=scram-sha-256", "--pwfile=\(superuserPassword.path)",
+             "-E", "UTF8", "--locale=C", "--no-sync"])
+        guard initdb.status == 0 else {
+            throw TestProcess.Failure(description: "initdb failed: \(initdb.stdout)\(initdb.stderr)")
+        }
+        // Local (unix socket) connections as the superuser need no password, for psql in the tests.
+        try """
+        local all postgres trust
+        local all all scram-sha-256
+        host all all 127.0.0.1/32 scram-sha-256
+
+        """.write(to: dataDirectory.appendingPathComponent("pg_hba.conf"), atomically: false, encoding: .utf8)
+        let options = "-c listen_addresses=127.0.0.1 -p \(port) -k \(socketDirectory.path) -c fsync=off "
+            + "-c max_connections=100 -c shared_buffers=16MB"
+        let started = try await runServerTool(
+            "pg_ctl", ["-D", dataDirectory.path, "-l", logFile.path, "-o", options, "-w", "-t", "60", "start"])
+        guard started.status == 0 else {
+            throw TestProcess.Failure(
+                description: "pg_ctl start failed: \(started.stdout)\(started.stderr)\n\(serverLog())")
+        }
+        // Two calls: CREATE DATABASE cannot run in the transaction psql makes of one -c with two statements.
+        for statement in ["create role \(user) login password '\(password)'", "create database \(database) owner \(user)"] {
+            let made = try await psql(statement, database: "postgres")
+            guard made.status == 0 else {
+                throw TestProcess.Failure(description: "cannot create the role and database: \(made.stderr)")
+            }
+        }
+    }
+
+    /// Runs a program of ``binaries`` (as uid 65534 when root).
+    private func runServerTool(_ name: String, _ arguments: [String]) async throws -> TestProcess.Result {
+        let program = binaries.appendingPathComponent(name).path
+        if runAsNobody {
+            return try await TestProcess.run(
+                "/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", program] + arguments,
+                environment: ["HOME": directory.path], timeLimit: .seconds(120))
+        }
+        return try await TestProcess.run(program, arguments, timeLimit: .seconds(120))
+    }
+
+    /// Runs `psql` over the unix socket as the superuser `postgres` (trusted locally), with `-At` output
+    /// (unaligned, tuples only) and `ON_ERROR_STOP`.
+    ///
+    /// - Parameters:
+    ///   - sql: the statements.
+    ///   - database: the database, ``database`` by default.
+    public func psql(_ sql: String, database: String? = nil) async throws -> TestProcess.Result {
+        let program = binaries.appendingPathComponent("psql").path
+        let path = FileManager.default.isExecutableFile(atPath: program) ? program : "/usr/bin/psql"
+        return try await TestProcess.run(
+            path,
+            ["-X", "-At", "-v", "ON_ERROR_STOP=1", "-h", socketDirectory.path, "-p", "\(port)", "-U", "postgres",
+             "-d", database ?? self.database, "-c", sql],
+            environment: ["PGCONNECT_TIMEOUT": "10"], timeLimit: .seconds(120))
+    }
+
+    /// The server's pid, read from `postmaster.pid`.
+    public var serverPid: Int32? {
+        guard let text = try? String(contentsOf: dataDirectory.appendingPathComponent("postmaster.pid"), encoding: .utf8),
+              let first = text.split(separator: "\n").first
+        else { return nil }
+        return Int32(first.trimmingCharacters(in: .whitespaces))
+    }
+
+    /// Stops the server (fast shutdown) and keeps the cluster, so ``restart()`` can start it again.
+    public func pause() async throws {
+        let result = try await runServerTool("pg_ctl", ["-D", dataDirectory.path, "-m", "fast", "-w", "stop"])
+        guard result.status == 0 else {
+            throw TestProcess.Failure(description: "pg_ctl stop failed: \(result.stdout)\(result.stderr)")
+        }
+    }
+
+    /// Starts the server of ``pause()`` again on the same port and socket.
+    public func resume() async throws {
+        let options = "-c listen_addresses=127.0.0.1 -p \(port) -k \(socketDirectory.path) -c fsync=off "
+            + "-c max_connections=100 -c shared_buffers=16MB"
+        let started = try await runServerTool(
+            "pg_ctl", ["-D", dataDirectory.path, "-l", logFile.path, "-o", options, "-w", "-t", "60", "start"])
+        guard started.status == 0 else {
+            throw TestProcess.Failure(description: "pg_ctl start failed: \(started.stderr)\n\(serverLog())")
+        }
+    }
+
+    /// The server's log so far.
+    public func serverLog() -> String {
+        (try? String(contentsOf: logFile, encoding: .utf8)) ?? ""
+    }
+
+    /// Ends the server by its pid (SIGINT, fast shutdown), waits until the pid is gone, and removes the folder.
+    public func stop() async {
+        guard stopped.set() else { return }
+        if let pid = serverPid {
+            kill(pid, SIGINT)
+            let deadline = ContinuousClock.now + .seconds(30)
+            while kill(pid, 0) == 0 && ContinuousClock.now < deadline {
+                // The postmaster is not our child (pg_ctl started it), so there is no exit to await: look again.
+                try? await Task.sleep(for: .milliseconds(20))
+            }
+            if kill(pid, 0) == 0 { kill(pid, SIGKILL) }
+        }
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    deinit {
+        if stopped.set() {
+            if let pid = serverPid { kill(pid, SIGQUIT) }
+            try? FileManager.default.removeItem(at: directory)
+        }
+    }
+
+    /// A loopback port no one listens on now (bound to port 0 and released).
+    static func freeLoopbackPort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw TestProcess.Failure(description: "socket: errno \(errno)") }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
+        }
+        guard bound == 0 else { throw TestProcess.Failure(description: "bind: errno \(errno)") }
+        let named = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        guard named == 0 else { throw TestProcess.Failure(description: "getsockname: errno \(errno)") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}

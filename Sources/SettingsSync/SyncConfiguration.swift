@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import Foundation
+public import SettingsModel
+
+/// How a broker syncs: the database, the machine, the directories (README, "Sync across machines").
+public struct SyncConfiguration: Sendable {
+    /// The database, from a libpq-style URL.
+    public var database: DatabaseAddress
+    /// The password file given with `--sync-password-file`, if any; else `PGPASSFILE` is read.
+    public var passwordFile: String?
+    /// The directories whose user values sync.
+    public var directories: [SettingDirectory]
+    /// This machine's id (`/etc/machine-id` unless overridden).
+    public var machineID: String
+    /// This machine's name, for people (origins, `settingsbus_machine.name`).
+    public var machineName: String
+    /// The sync scope: one per user and database (`default`).
+    public var scope: String = "default"
+    /// How often the broker pulls without a hint (NOTIFY may be lost).
+    public var pullInterval: Duration = .seconds(30)
+    /// The longest wait between two attempts to reach the database.
+    public var longestRetry: Duration = .seconds(60)
+    /// How far ahead of the database's clock a version may be before it is clamped, in milliseconds.
+    public var clockBoundMilliseconds: Int64 = 60_000
+    /// Added to this machine's clock: only for tests that stand for a machine whose clock is wrong.
+    public var clockOffsetMilliseconds: Int64 = 0
+
+    /// Makes a configuration.
+    public init(
+        database: DatabaseAddress, passwordFile: String?, directories: [SettingDirectory], machineID: String,
+        machineName: String
+    ) {
+        self.database = database
+        self.passwordFile = passwordFile
+        self.directories = directories
+        self.machineID = machineID
+        self.machineName = machineName
+    }
+
+    /// The machine id of `/etc/machine-id`, nil when it cannot be read.
+    public static func systemMachineID() -> String? {
+        guard let data = FileManager.default.contents(atPath: "/etc/machine-id") else { return nil }
+        let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        return text.isEmpty ? nil : text
+    }
+
+    /// The password: the first line of ``passwordFile``, else the matching line of `PGPASSFILE` (or
+    /// `~/.pgpass`); nil when there is none.
+    ///
+    /// - Throws: ``SyncConfigurationError`` when the password file cannot be read.
+    public func password(environment: [String: String]) throws(SyncConfigurationError) -> String? {
+        if let passwordFile {
+            guard let data = FileManager.default.contents(atPath: passwordFile) else {
+                throw SyncConfigurationError("cannot read the password file \(passwordFile)")
+            }
+            let text = String(decoding: data, as: UTF8.self)
+            return String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
+        }
+        let file = environment["PGPASSFILE"] ?? environment["HOME"].map { $0 + "/.pgpass" }
+        guard let file, let data = FileManager.default.contents(atPath: file) else { return nil }
+        return Self.pgpassPassword(String(decoding: data, as: UTF8.self), for: database)
+    }
+
+    /// The password of the first line of a `.pgpass` file (`host:port:database:user:password`, `*` matching
+    /// anything, `\:` and `\\` escaped) that matches the address.
+    static func pgpassPassword(_ text: String, for address: DatabaseAddress) -> String? {
+        for line in text.split(separator: "\n") where !line.hasPrefix("#") {
+            var fields: [String] = [""]
+            var escaped = false
+            for character in line {
+                if escaped {
+                    fields[fields.count - 1].append(character)
+                    escaped = false
+                } else if character == "\\" {
+                    escaped = true
+                } else if character == ":" && fields.count < 5 {
+                    fields.append("")
+                } else {
+                    fields[fields.count - 1].append(character)
+                }
+            }
+            guard fields.count == 5 else { continue }
+            let wanted = [address.host ?? "localhost", "\(address.port)", address.database, address.user]
+            if zip(fields.prefix(4), wanted).allSatisfy({ $0 == "*" || $0 == $1 }) { return fields[4] }
+        }
+        return nil
+    }
+}
+
+/// A configuration that cannot be used, with what to do about it.
+public struct SyncConfigurationError: Error, CustomStringConvertible, Sendable {
+    /// What is wrong, for people.
+    public var description: String
+
+    init(_ description: String) { self.description = description }
+}
+
+/// Where the database is: a libpq-style URL, `postgres://user@host:port/database?sslmode=require`.
+///
+/// The URL carries no password (the broker refuses one: it would be on the command line and in the process
+/// list). `host` may also be given as the query parameter `host=/path/to/socket/folder`, a unix socket.
+/// `sslmode` is `disable` (the default), `require` (TLS, the server's certificate not checked) or
+/// `verify-full` (TLS, the certificate checked against the system's roots and the host name).
+public struct DatabaseAddress: Sendable, Hashable, CustomStringConvertible {
+    /// The host name or address, nil when ``socketFolder`` is set.
+    public var host: String?
+    /// The folder of the server's unix socket, if any.
+    public var socketFolder: String?
+    /// The port (5432 by default).
+    public var port: Int
+    /// The role.
+    public var user: String
+    /// The database.
+    public var database: String
+    /// The TLS mode: `disable`, `require` or `verify-full`.
+    public var sslMode: String
+
+    /// Reads a URL.
+    ///
+    /// - Throws: ``SyncConfigurationError`` naming what is wrong: another scheme, a password in the URL, no
+    ///   user, an unknown `sslmode`.
+    public init(url: String) throws(SyncConfigurationError) {
+        let schemes = ["postgres://", "postgresql://"]
+        guard let scheme = schemes.first(where: { url.hasPrefix($0) }) else {
+            throw SyncConfigurationError("--sync-url must start with postgres:// or postgresql://, not '\(url)'")
+        }
+        var rest = Substring(url.dropFirst(scheme.count))
+        var query: Substring = ""
+        if let mark = rest.firstIndex(of: "?") {
+            query = rest[rest.index(after: mark)...]
+            rest = rest[..<mark]
+        }
+        guard let at = rest.lastIndex(of: "@") else {
+            throw SyncConfigurationError("--sync-url names no user: postgres://USER@HOST/DATABASE")
+        }
+        let userPart = rest[..<at]
+        guard !userPart.contains(":") else {
+            throw SyncConfigurationError(
+                "--sync-url must not carry a password (it would show in the process list): give it with "
+                    + "--sync-password-file or in PGPASSFILE")
+        }
+        user = Self.decode(userPart)
+        guard !user.isEmpty else { throw SyncConfigurationError("--sync-url names no user") }
+        var hostPart = rest[rest.index(after: at)...]
+        var databasePart: Substring = ""
+        if let slash = hostPart.firstIndex(of: "/") {
+            databasePart = hostPart[hostPart.index(after: slash)...]
+            hostPart = hostPart[..<slash]
+        }
+        database = databasePart.isEmpty ? user : Self.decode(databasePart)
+        port = 5432
+        if let colon = hostPart.lastIndex(of: ":"), !hostPart.hasSuffix("]") {
+            guard let number = Int(hostPart[hostPart.index(after: colon)...]), (1...65535).contains(number) else {
+                throw SyncConfigurationError("--sync-url has a bad port in '\(hostPart)'")
+            }
+            port = number
+            hostPart = hostPart[..<colon]
+        }
+        if hostPart.hasPrefix("["), hostPart.hasSuffix("]") { hostPart = hostPart.dropFirst().dropLast() }
+        host = hostPart.isEmpty ? nil : Self.decode(hostPart)
+        sslMode = "disable"
+        for pair in query.split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1)
+            let name = String(parts[0]), value = parts.count > 1 ? Self.decode(parts[1]) : ""
+            switch name {
+            case "sslmode":
+                guard ["disable", "require", "verify-full"].contains(value) else {
+                    throw SyncConfigurationError("--sync-url: sslmode is disable, require or verify-full, not '\(value)'")
+                }
+                sslMode = value
+            case "host" where value.hasPrefix("/"):
+                socketFolder = value
+                host = nil
+            case "password":
+                throw SyncConfigurationError(
+                    "--sync-url must not carry a password: give it with --sync-password-file or in PGPASSFILE")
+            default:
+                throw SyncConfigurationError("--sync-url: unknown parameter '\(name)'")
+            }
+        }
+        if host == nil && socketFolder == nil { host = "localhost" }
+    }
+
+    private static func decode(_ text: Substring) -> String {
+        String(text).removingPercentEncoding ?? String(text)
+    }
+
+    /// The URL as it can be logged (it never holds a password).
+    public var description: String {
+        "postgres://\(user)@\(host ?? "")\(socketFolder == nil ? ":\(port)" : "")/\(database)"
+            + (socketFolder.map { "?host=\($0)" } ?? "") + (sslMode == "disable" ? "" : "?sslmode=\(sslMode)")
+    }
+}

@@ -1,0 +1,255 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import DBus
+import Logging
+import PostgresNIO
+import SettingsBroker
+import SettingsModel
+
+/// One connection to the sync database and the statements of sync (decision 0028).
+///
+/// Tables: `settingsbus_meta(schema_version)`; `settingsbus_scope(scope, revision)`, whose row is bumped at the
+/// start of every push, so that its lock serialises the pushes of a scope and revisions are gapless in commit
+/// order; `settingsbus_value(scope, key, type, value, deleted, hlc, machine, revision)`, values as GVariant text
+/// with their signature; `settingsbus_machine(machine, name, last_seen, clock_clamped_at, clamped_by)`.
+struct SyncDatabase: Sendable {
+    /// The schema this broker writes and reads; a database with a newer one is refused.
+    static let schemaVersion = 1
+    /// The NOTIFY channel.
+    static let channel = "settingsbus"
+
+    let connection: PostgresConnection
+    let configuration: SyncConfiguration
+    let logger: Logger
+
+    /// A pulled row.
+    struct Row: Sendable {
+        var change: SyncChange
+        var revision: Int64
+        var machineName: String
+    }
+
+    /// Connects, with TLS when the URL asks for it.
+    static func connect(
+        _ configuration: SyncConfiguration, password: String?, logger: Logger
+    ) async throws -> SyncDatabase {
+        let address = configuration.database
+        var postgres: PostgresConnection.Configuration
+        if let folder = address.socketFolder {
+            postgres = .init(
+                unixSocketPath: "\(folder)/.s.PGSQL.\(address.port)", username: address.user, password: password,
+                database: address.database)
+        } else {
+            let tls: PostgresConnection.Configuration.TLS
+            switch address.sslMode {
+            case "require":
+                var tlsConfiguration = TLSConfiguration.makeClientConfiguration()
+                tlsConfiguration.certificateVerification = .none
+                tls = .require(try NIOSSLContext(configuration: tlsConfiguration))
+            case "verify-full":
+                tls = .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
+            default:
+                tls = .disable
+            }
+            postgres = .init(
+                host: address.host ?? "localhost", port: address.port, username: address.user, password: password,
+                database: address.database, tls: tls)
+        }
+        postgres.options.connectTimeout = .seconds(10)
+        var quiet = logger
+        quiet.logLevel = .critical
+        let connection = try await PostgresConnection.connect(configuration: postgres, id: 1, logger: quiet)
+        return SyncDatabase(connection: connection, configuration: configuration, logger: quiet)
+    }
+
+    func close() async {
+        try? await connection.close()
+    }
+
+    /// Makes the tables when missing (under an advisory lock, so two brokers do not race) and checks the
+    /// schema version.
+    ///
+    /// - Throws: ``SyncRefusal`` for a schema newer than this broker knows.
+    func prepare() async throws {
+        let scope = configuration.scope
+        // Tables made already: only the version is checked and the scope's row made, with no DDL, whose locks
+        // would deadlock with another broker's push.
+        var made = false
+        for try await (found) in try await connection.query(
+            "SELECT to_regclass('settingsbus_machine') IS NOT NULL AND to_regclass('settingsbus_meta') IS NOT NULL",
+            logger: logger
+        ).decode(Bool.self) { made = found }
+        var existing: Int?
+        if made {
+            for try await (version) in try await connection.query(
+                "SELECT max(schema_version) FROM settingsbus_meta", logger: logger
+            ).decode(Int?.self) { existing = version }
+        }
+        if let existing {
+            guard existing <= Self.schemaVersion else {
+                throw SyncRefusal(
+                    description: "the sync database has schema version \(existing); this broker knows version "
+                        + "\(Self.schemaVersion) and older: use a newer settings-broker")
+            }
+            try await connection.query(
+                "INSERT INTO settingsbus_scope (scope, revision) VALUES (\(scope), 0) ON CONFLICT DO NOTHING",
+                logger: logger)
+            return
+        }
+        try await connection.withTransaction(logger: logger) { db in
+            try await db.query("SELECT pg_advisory_xact_lock(7458301)", logger: logger)
+            try await db.query(
+                "CREATE TABLE IF NOT EXISTS settingsbus_meta (schema_version integer NOT NULL)", logger: logger)
+            let versions = try await db.query("SELECT max(schema_version) FROM settingsbus_meta", logger: logger)
+            var found: Int?
+            for try await (version) in versions.decode(Int?.self) { found = version }
+            if let found, found > Self.schemaVersion {
+                throw SyncRefusal(
+                    description: "the sync database has schema version \(found); this broker knows version "
+                        + "\(Self.schemaVersion) and older: use a newer settings-broker")
+            }
+            if found == nil {
+                try await db.query(
+                    "INSERT INTO settingsbus_meta (schema_version) VALUES (\(Self.schemaVersion))", logger: logger)
+            }
+            try await db.query(
+                """
+                CREATE TABLE IF NOT EXISTS settingsbus_scope (scope text PRIMARY KEY, revision bigint NOT NULL)
+                """, logger: logger)
+            try await db.query(
+                """
+                CREATE TABLE IF NOT EXISTS settingsbus_value (
+                    scope text NOT NULL, key text COLLATE "C" NOT NULL, type text NOT NULL, value text NOT NULL,
+                    deleted boolean NOT NULL, hlc bigint NOT NULL, machine text COLLATE "C" NOT NULL,
+                    revision bigint NOT NULL, PRIMARY KEY (scope, key))
+                """, logger: logger)
+            try await db.query(
+                "CREATE INDEX IF NOT EXISTS settingsbus_value_revision ON settingsbus_value (scope, revision)",
+                logger: logger)
+            try await db.query(
+                """
+                CREATE TABLE IF NOT EXISTS settingsbus_machine (
+                    machine text PRIMARY KEY, name text NOT NULL, last_seen timestamptz,
+                    clock_clamped_at timestamptz, clamped_by bigint)
+                """, logger: logger)
+            try await db.query(
+                "INSERT INTO settingsbus_scope (scope, revision) VALUES (\(scope), 0) ON CONFLICT DO NOTHING",
+                logger: logger)
+        }
+    }
+
+    /// Records this machine and its name, and when it was last seen.
+    func registerMachine() async throws {
+        try await connection.query(
+            """
+            INSERT INTO settingsbus_machine (machine, name, last_seen) VALUES (\(configuration.machineID), \
+            \(configuration.machineName), now())
+            ON CONFLICT (machine) DO UPDATE SET name = excluded.name, last_seen = excluded.last_seen
+            """, logger: logger)
+    }
+
+    /// Pushes changes in one transaction; returns the version each got (a clock ahead of the database's `now()`
+    /// by more than the bound is clamped to `now()` + bound) and whether any was clamped.
+    func push(_ changes: [SyncChange]) async throws -> (versions: [SyncVersion], clamped: Bool) {
+        let scope = configuration.scope
+        let machine = configuration.machineID
+        let bound = configuration.clockBoundMilliseconds
+        return try await connection.withTransaction(logger: logger) { db in
+            var revision: Int64 = 0
+            for try await (value) in try await db.query(
+                "UPDATE settingsbus_scope SET revision = revision + 1 WHERE scope = \(scope) RETURNING revision",
+                logger: logger
+            ).decode(Int64.self) { revision = value }
+            var nowMilliseconds: Int64 = 0
+            for try await (value) in try await db.query(
+                "SELECT (extract(epoch FROM now()) * 1000)::bigint", logger: logger
+            ).decode(Int64.self) { nowMilliseconds = value }
+            let limit = UInt64(max(0, nowMilliseconds + bound)) << 16
+            var versions: [SyncVersion] = []
+            var clamped = false
+            for change in changes {
+                var version = change.version
+                if version.clock > limit {
+                    version.clock = limit
+                    clamped = true
+                }
+                versions.append(version)
+            }
+            try await db.query(
+                """
+                INSERT INTO settingsbus_value AS old (scope, key, type, value, deleted, hlc, machine, revision)
+                SELECT \(scope), k, t, v, d, h, m, \(revision)
+                FROM unnest(\(changes.map(\.key.rawValue))::text[], \(changes.map { $0.value?.type.signatureText ?? "" })::text[],
+                    \(changes.map { $0.value.map { GVariantText.format($0) } ?? "" })::text[],
+                    \(changes.map { $0.value == nil })::boolean[], \(versions.map { Int64(bitPattern: $0.clock) })::bigint[],
+                    \(versions.map(\.machine))::text[]) AS pushed (k, t, v, d, h, m)
+                ON CONFLICT (scope, key) DO UPDATE SET type = excluded.type, value = excluded.value,
+                    deleted = excluded.deleted, hlc = excluded.hlc, machine = excluded.machine,
+                    revision = excluded.revision
+                WHERE (old.hlc, old.machine COLLATE "C") < (excluded.hlc, excluded.machine COLLATE "C")
+                """, logger: logger)
+            if clamped {
+                try await db.query(
+                    """
+                    UPDATE settingsbus_machine SET clock_clamped_at = now(), clamped_by = \(
+                        Int64(changes.map { Int64($0.version.clock >> 16) }.max() ?? 0) - nowMilliseconds)
+                    WHERE machine = \(machine)
+                    """, logger: logger)
+            }
+            try await db.query("SELECT pg_notify(\(Self.channel), \(scope))", logger: logger)
+            return (versions, clamped)
+        }
+    }
+
+    /// The rows after `cursor`, in revision order, at most `limit` (all rows of the last revision, so that the
+    /// cursor never stops inside a revision).
+    func pull(after cursor: Int64, limit: Int) async throws -> [Row] {
+        let scope = configuration.scope
+        let rows = try await connection.query(
+            """
+            SELECT v.key, v.type, v.value, v.deleted, v.hlc, v.machine, v.revision, coalesce(m.name, v.machine)
+            FROM settingsbus_value v LEFT JOIN settingsbus_machine m ON m.machine = v.machine
+            WHERE v.scope = \(scope) AND v.revision > \(cursor)
+              AND v.revision <= (SELECT coalesce(max(revision), \(cursor)) FROM (
+                  SELECT revision FROM settingsbus_value WHERE scope = \(scope) AND revision > \(cursor)
+                  ORDER BY revision LIMIT \(limit)) AS first)
+            ORDER BY v.revision, v.key
+            """, logger: logger)
+        var pulled: [Row] = []
+        for try await (key, type, value, deleted, hlc, machine, revision, name) in rows.decode(
+            (String, String, String, Bool, Int64, String, Int64, String).self)
+        {
+            do {
+                let path = try SettingPath(key)
+                let parsed = deleted ? nil : try GVariantText.parse(value, as: try DBusType(parsing: type))
+                pulled.append(
+                    Row(
+                        change: SyncChange(
+                            key: path, value: parsed, version: SyncVersion(clock: UInt64(bitPattern: hlc), machine: machine)),
+                        revision: revision, machineName: name))
+            } catch {
+                logger.warning("sync: a row of the database cannot be read and is skipped", metadata: ["key": "\(key)"])
+            }
+        }
+        return pulled
+    }
+
+    /// The names of machines whose clock was clamped, with how far ahead they were.
+    func clampedMachines() async throws -> [String] {
+        var names: [String] = []
+        for try await (name, ahead) in try await connection.query(
+            "SELECT name, coalesce(clamped_by, 0) FROM settingsbus_machine WHERE clock_clamped_at IS NOT NULL ORDER BY name",
+            logger: logger
+        ).decode((String, Int64).self) {
+            names.append("\(name) (\(ahead / 1000) s ahead)")
+        }
+        return names
+    }
+
+    /// LISTENs for hints and calls `hint` for each, until the connection fails or the task is cancelled.
+    func listen(_ hint: @escaping @Sendable () -> Void) async throws {
+        try await connection.listen(on: Self.channel) { notifications in
+            for try await _ in notifications { hint() }
+        }
+    }
+}

@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import DBus
+import Foundation
+@testable import SettingsBroker
+import SettingsBusTesting
+import SettingsModel
+import Testing
+
+/// The store's side of sync: with sync on, a commit queues the writes of synced keys in the same transaction,
+/// never those of secret or machine-local keys nor of keys outside the synced directories; remote changes are
+/// recorded, not queued; with sync off nothing is queued; an old store opens and gains the tables.
+@Suite(.timeLimit(.minutes(2)))
+struct SyncOutboxTests {
+    static func key(_ text: String) throws -> SettingPath { try SettingPath(text) }
+
+    static func settings() throws -> SyncSettings {
+        SyncSettings(directories: [try SettingDirectory("/sync/")], machine: "machine-a")
+    }
+
+    @Test func secretAndMachineLocalKeysAndKeysOutsideTheSyncedDirectoriesAreNeverQueued() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.url.appendingPathComponent("settings.db").path
+        let store = try await DurableStore.open(path: path)
+        store.enableSync(try Self.settings())
+
+        // Given: a secret key and a machine-local key registered under the synced directory.
+        _ = try await store.apply(
+            Changeset(
+                registrations: [
+                    (try Self.key("/sync/token"), SettingSchema(defaultValue: .string(""), isSecret: true)),
+                    (try Self.key("/sync/monitor"), SettingSchema(defaultValue: .int32(0), isMachineLocal: true)),
+                ], origin: "test"))
+        // When: one commit writes them, a plain key beside them and a key outside the synced directory, and a
+        // second commit resets the plain key.
+        _ = try await store.apply(
+            Changeset(
+                sets: [
+                    (try Self.key("/sync/token"), .string("hunter2")), (try Self.key("/sync/monitor"), .int32(2)),
+                    (try Self.key("/sync/theme"), .string("dark")), (try Self.key("/other/x"), .int32(1)),
+                ], origin: "test"))
+        let queuedAfterSet = try await store.queuedSyncChanges(limit: 100)
+        _ = try await store.apply(Changeset(resets: [.key(try Self.key("/sync/theme"))], origin: "test"))
+
+        // Then: only the plain key was queued, with the value, then replaced by its reset (a tombstone).
+        #expect(queuedAfterSet.map(\.key.rawValue) == ["/sync/theme"])
+        #expect(queuedAfterSet.first?.value == .string("dark"))
+        #expect(queuedAfterSet.first?.version.machine == "machine-a")
+        let queued = try await store.queuedSyncChanges(limit: 100)
+        #expect(queued.map(\.key.rawValue) == ["/sync/theme"])
+        #expect(queued.first?.value == nil)
+        #expect(queued.first!.version > queuedAfterSet.first!.version)
+        await store.close()
+        store.persistence.close()
+
+        // The file holds no value of the secret or machine-local key in the queue (read with sqlite3).
+        let dump = try await runSQLite(path, "SELECT path FROM sync_outbox UNION ALL SELECT path FROM sync_versions")
+        #expect(!dump.contains("token") && !dump.contains("monitor"), "\(dump)")
+    }
+
+    @Test func writesOfOneCommitShareOneVersionAndTheQueueSurvivesAReopen() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.url.appendingPathComponent("settings.db").path
+        do {
+            let store = try await DurableStore.open(path: path)
+            store.enableSync(try Self.settings())
+            _ = try await store.apply(
+                Changeset(sets: [(try Self.key("/sync/a"), .int32(1)), (try Self.key("/sync/b"), .int32(2))], origin: "t"))
+            await store.close()
+            store.persistence.close()
+        }
+        let store = try await DurableStore.open(path: path)
+        let queued = try await store.queuedSyncChanges(limit: 100)
+        #expect(queued.map(\.key.rawValue) == ["/sync/a", "/sync/b"])
+        #expect(Set(queued.map(\.version)).count == 1)
+        let versions = try await store.syncVersions(of: [try Self.key("/sync/a")])
+        #expect(versions[try Self.key("/sync/a")] == queued.first?.version)
+        await store.close()
+        store.persistence.close()
+    }
+
+    @Test func remoteChangesAreRecordedNotQueuedAndSyncOffQueuesNothing() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.url.appendingPathComponent("settings.db").path
+        let store = try await DurableStore.open(path: path)
+        // Sync off: nothing is queued.
+        _ = try await store.apply(Changeset(sets: [(try Self.key("/sync/early"), .int32(1))], origin: "t"))
+        #expect(try await store.queuedSyncCount() == 0)
+
+        store.enableSync(try Self.settings())
+        let remoteVersion = SyncVersion(clock: 42 << 16, machine: "machine-b")
+        var changeset = Changeset(sets: [(try Self.key("/sync/remote"), .string("from b"))], origin: "sync:b")
+        changeset.remote = RemoteChanges(versions: [try Self.key("/sync/remote"): remoteVersion], cursor: 7)
+        _ = try await store.apply(changeset)
+        #expect(try await store.queuedSyncCount() == 0)
+        #expect(try await store.syncVersions(of: [try Self.key("/sync/remote")]).values.first == remoteVersion)
+        #expect(try await store.syncState("cursor") == 7)
+        await store.close()
+        store.persistence.close()
+    }
+
+    @Test func aStoreWithoutTheSyncTablesOpensAndKeepsItsSchemas() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.url.appendingPathComponent("settings.db").path
+        // A store as the previous broker wrote it: no sync tables, no machine_local column.
+        _ = try await runSQLite(
+            path,
+            """
+            PRAGMA journal_mode = WAL;
+            CREATE TABLE meta (name TEXT PRIMARY KEY NOT NULL, value) WITHOUT ROWID;
+            CREATE TABLE settings (path TEXT PRIMARY KEY NOT NULL, type TEXT NOT NULL, value TEXT NOT NULL,
+                serial INTEGER NOT NULL) WITHOUT ROWID;
+            CREATE TABLE schemas (path TEXT PRIMARY KEY NOT NULL, type TEXT NOT NULL, default_value TEXT NOT NULL,
+                summary TEXT, description TEXT, range_min TEXT, range_max TEXT, choices TEXT,
+                secret INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
+            INSERT INTO meta VALUES ('format', 2), ('serial', 3);
+            INSERT INTO settings VALUES ('/sync/kept', 'i', '5', 3);
+            INSERT INTO schemas (path, type, default_value, secret) VALUES ('/sync/secret', 's', '', 1);
+            """)
+        let store = try await DurableStore.open(path: path)
+        #expect(store.condition.health == .ok)
+        #expect(store.serial == 3)
+        #expect(store.userValueCount == 1)
+        // A machine-local registration is kept across a reopen.
+        _ = try await store.apply(
+            Changeset(
+                registrations: [(try Self.key("/sync/local"), SettingSchema(defaultValue: .int32(0), isMachineLocal: true))],
+                origin: "t"))
+        await store.close()
+        store.persistence.close()
+        let reopened = try await DurableStore.open(path: path)
+        #expect(reopened.registeredSchema(of: try Self.key("/sync/local"))?.isMachineLocal == true)
+        #expect(reopened.registeredSchema(of: try Self.key("/sync/secret"))?.isSecret == true)
+        await reopened.close()
+        reopened.persistence.close()
+    }
+}
+
+/// Runs `sqlite3` on a file and returns its output.
+func runSQLite(_ path: String, _ sql: String) async throws -> String {
+    let result = try await TestProcess.run("/usr/bin/sqlite3", [path], input: sql)
+    #expect(result.status == 0, "\(result.stderr)")
+    return result.stdout
+}

@@ -1,0 +1,229 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import DBus
+import Foundation
+import SettingsBus
+import SettingsBusTesting
+import SettingsModel
+import Testing
+
+/// Brokers on private buses with their own stores, standing for machines, syncing through a private
+/// PostgreSQL server (README, "Sync across machines").
+@Suite(
+    .timeLimit(.minutes(5)),
+    .enabled(if: TestPostgres.unavailableReason == nil, "\(TestPostgres.unavailableReason ?? "")"))
+struct SyncAcrossMachinesTests {
+    @Test func aWriteOnAReachesAStreamAndAMonitorOnBWithOneChangedNamingA() async throws {
+        try await withMachines(["alpha", "beta"]) { postgres, machines in
+            let (a, b) = (machines[0], machines[1])
+            let store = BusSettingsStore(bus: .address(b.bus.address))
+            let values = Collector(store.values(for: SettingKey<String>("/sync/theme", default: "light")))
+            #expect(try await values.next() == "light")
+            let monitor = try RunningProcess.start(
+                "/usr/bin/gdbus",
+                ["monitor", "--address", b.bus.address, "--dest", "io.github.settingsbus.Settings1"])
+            try await monitor.line(where: { $0.contains("is owned by") })
+
+            // When: A writes the key.
+            let set = try await a.call("Set", ["/sync/theme", "<'dark'>"])
+            #expect(set.status == 0, "\(set.stderr)")
+
+            // Then: B's watcher gets it, and B's bus carries one Changed whose origin names A.
+            #expect(try await values.next(timeLimit: .seconds(30)) == "dark")
+            let changed = try await monitor.line(where: { $0.contains(".Changed") }, timeLimit: .seconds(30))
+            #expect(changed.line.contains("/sync/theme") && changed.line.contains("'sync:alpha'"), "\(changed.line)")
+            // A second write shows that no other Changed came for the first.
+            #expect(try await a.call("Set", ["/sync/after", "<1>"]).status == 0)
+            let next = try await monitor.line(where: { $0.contains(".Changed") }, timeLimit: .seconds(30))
+            #expect(next.line.contains("/sync/after"), "\(next.line)")
+            _ = await monitor.terminate()
+            values.stop()
+            await store.close()
+            _ = postgres
+        }
+    }
+
+    @Test func concurrentWritesToOneKeyConvergeEverywhere() async throws {
+        try await withMachines(["alpha", "beta", "gamma"]) { postgres, machines in
+            // When: each machine writes the same key several times, at once.
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for (index, machine) in machines.enumerated() {
+                    group.addTask {
+                        for round in 0..<5 {
+                            let result = try await machine.call("Set", ["/sync/shared", "<'m\(index)-\(round)'>"])
+                            #expect(result.status == 0, "\(result.stderr)")
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            // Then: every machine ends with the database's value.
+            let winner = try await waitForAgreement(machines, key: "/sync/shared")
+            let stored = try await postgres.psql("SELECT value FROM settingsbus_value WHERE key = '/sync/shared'")
+            #expect(stored.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == winner.trimmingCharacters(in: CharacterSet(charactersIn: "(<>,)")))
+        }
+    }
+
+    @Test func ofTwoAppliesOnTwoMachinesOneWinsOnAllTheKeysTheyShare() async throws {
+        try await withMachines(["alpha", "beta"]) { postgres, machines in
+            #expect(try await machines[0].call("Set", ["/sync/pair/ready", "<1>"]).status == 0)
+            try await waitForAgreement(machines, key: "/sync/pair/ready")
+            // When: with the server away, each machine writes both keys in one Apply (one commit, one version).
+            try await postgres.pause()
+            for machine in machines {
+                let name = machine.name
+                let result = try await machine.call(
+                    "Apply", ["{'/sync/pair/x': <'\(name)'>, '/sync/pair/y': <'\(name)'>}", "@as []", "@a{sv} {}"])
+                #expect(result.status == 0, "\(result.stderr)")
+            }
+            try await postgres.resume()
+            // Then: both machines end with x and y from one and the same machine.
+            let x = try await waitForAgreement(machines, key: "/sync/pair/x")
+            let y = try await waitForAgreement(machines, key: "/sync/pair/y")
+            #expect(x == y)
+        }
+    }
+
+    @Test func secretAndMachineLocalKeysNeverReachTheDatabase() async throws {
+        try await withMachines(["alpha", "beta"]) { postgres, machines in
+            let a = machines[0]
+            #expect(try await a.call("Register", ["/sync/token", "s", "<''>", "{'secret': <true>}"]).status == 0)
+            #expect(try await a.call("Register", ["/sync/monitor", "i", "<0>", "{'machine-local': <true>}"]).status == 0)
+            #expect(try await a.call("Set", ["/sync/token", "<'hunter2'>"]).status == 0)
+            #expect(try await a.call("Set", ["/sync/monitor", "<3>"]).status == 0)
+            #expect(try await a.call("Set", ["/sync/visible", "<'yes'>"]).status == 0)
+            // The visible key arrives on B: everything A queued before it was pushed.
+            _ = try await waitForAgreement(machines, key: "/sync/visible")
+            let rows = try await postgres.psql("SELECT key || '=' || value FROM settingsbus_value ORDER BY key")
+            #expect(rows.status == 0, "\(rows.stderr)")
+            #expect(!rows.stdout.contains("token") && !rows.stdout.contains("hunter2"), "\(rows.stdout)")
+            #expect(!rows.stdout.contains("monitor"), "\(rows.stdout)")
+            #expect(rows.stdout.contains("/sync/visible='yes'"), "\(rows.stdout)")
+        }
+    }
+}
+
+/// A broker standing for a machine: its own bus and store.
+struct Machine: Sendable {
+    let name: String
+    let bus: TestBus
+    let broker: TestBroker
+
+    /// `gdbus call` of a method of the broker with GVariant text arguments.
+    func call(_ method: String, _ arguments: [String]) async throws -> TestProcess.Result {
+        try await TestProcess.run(
+            "/usr/bin/gdbus",
+            ["call", "--session", "--dest", "io.github.settingsbus.Settings1", "--object-path",
+             "/io/github/settingsbus/Settings1", "--method", "io.github.settingsbus.Settings1.\(method)"] + arguments,
+            environment: bus.environment, timeLimit: .seconds(30))
+    }
+
+    /// The value `Get` answers, as gdbus prints it, or nil when the call fails.
+    func get(_ key: String) async throws -> String? {
+        let result = try await call("Get", [key])
+        return result.status == 0 ? result.stdout.trimmingCharacters(in: .whitespacesAndNewlines) : nil
+    }
+}
+
+/// The arguments that make a broker sync `/sync/` through `postgres` as machine `name`.
+func syncArguments(_ postgres: TestPostgres, name: String, extra: [String] = []) -> [String] {
+    ["--sync-url", postgres.url, "--sync-password-file", postgres.passwordFile.path, "--sync-dir", "/sync/",
+     "--machine-id", "id-\(name)", "--machine-name", name] + extra
+}
+
+/// A folder for the tests' stores, which outlive the brokers that a test kills and starts again.
+func storeFolder() throws -> URL {
+    let url = FileManager.default.temporaryDirectory.appendingPathComponent("settingsbus-sync-test-\(UUID())")
+    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    return url
+}
+
+/// Starts a private PostgreSQL server and a broker for each name (its store `<name>.db` in `stores`), runs
+/// `body`, and stops them all.
+func withMachines(
+    _ names: [String], extra: [String] = [], _ body: (TestPostgres, [Machine]) async throws -> Void
+) async throws {
+    let postgres = try await TestPostgres.start()
+    let stores = try storeFolder()
+    defer { try? FileManager.default.removeItem(at: stores) }
+    var machines: [Machine] = []
+    do {
+        for name in names {
+            let bus = try await TestBus.start()
+            do {
+                let broker = try await TestBroker.start(
+                    on: bus, storePath: stores.appendingPathComponent("\(name).db").path,
+                    arguments: syncArguments(postgres, name: name, extra: extra))
+                machines.append(Machine(name: name, bus: bus, broker: broker))
+            } catch {
+                await bus.stop()
+                throw error
+            }
+        }
+        try await body(postgres, machines)
+    } catch {
+        for machine in machines { print("log of \(machine.name):\n\(machine.broker.log())") }
+        await stopMachines(machines)
+        await postgres.stop()
+        throw error
+    }
+    await stopMachines(machines)
+    await postgres.stop()
+}
+
+func stopMachines(_ machines: [Machine]) async {
+    for machine in machines {
+        await machine.broker.stop()
+        await machine.bus.stop()
+    }
+}
+
+/// Waits until every machine reads one value of `key` and that value is the database's, and returns it; each
+/// machine's `Get` is asked again only after a `Changed` of the key on its bus or a second without one.
+@discardableResult
+func waitForAgreement(
+    _ machines: [Machine], key: String, expecting expected: String? = nil, timeLimit: Duration = .seconds(60)
+) async throws -> String {
+    let deadline = ContinuousClock.now + timeLimit
+    var seen: [String?] = []
+    while ContinuousClock.now < deadline {
+        seen = try await machines.asyncMap { try await $0.get(key) }
+        if let first = seen.first, let first, seen.allSatisfy({ $0 == first }), expected == nil || first == expected {
+            return first
+        }
+        // Wait for the next Changed on any machine's bus (or a short while): the pull is on its way.
+        try await waitForChanged(on: machines, timeLimit: .seconds(1))
+    }
+    throw SyncTestFailure(description: "the machines did not agree on \(key) within \(timeLimit): \(seen)")
+}
+
+/// Waits for the next `Changed` signal on any of the machines' buses, or `timeLimit`.
+func waitForChanged(on machines: [Machine], timeLimit: Duration) async throws {
+    let mailbox = Mailbox<Void>()
+    var connections: [DBusConnection] = []
+    var tasks: [Task<Void, Never>] = []
+    for machine in machines {
+        let connection = try await machine.bus.connect()
+        connections.append(connection)
+        let stream = try await connection.signals(
+            matching: MatchRule(interface: "io.github.settingsbus.Settings1", member: "Changed"))
+        tasks.append(Task { for await _ in stream { mailbox.push(()) } })
+    }
+    _ = await mailbox.next(timeLimit: timeLimit)
+    for task in tasks { task.cancel() }
+    for connection in connections { await connection.close() }
+}
+
+extension Sequence {
+    /// The results of an asynchronous transform of each element, in order.
+    func asyncMap<T>(_ transform: (Element) async throws -> T) async throws -> [T] {
+        var results: [T] = []
+        for element in self { results.append(try await transform(element)) }
+        return results
+    }
+}
+
+/// A sync test's wait that ran out, with what it saw.
+struct SyncTestFailure: Error, CustomStringConvertible {
+    var description: String
+}
