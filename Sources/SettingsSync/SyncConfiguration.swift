@@ -19,8 +19,9 @@ public struct SyncConfiguration: Sendable {
     public var scope: String = "default"
     /// How often the broker pulls without a hint (NOTIFY may be lost).
     public var pullInterval: Duration = .seconds(30)
-    /// The longest wait between two attempts to reach the database.
-    public var longestRetry: Duration = .seconds(60)
+    /// The longest wait between two attempts to reach the database, before its jitter (up to half of it): short,
+    /// so that a machine catches up within seconds of the database coming back; an attempt is one connection.
+    public var longestRetry: Duration = .seconds(5)
     /// How far ahead of the database's clock a version may be before it is clamped, in milliseconds.
     public var clockBoundMilliseconds: Int64 = 60_000
     /// Added to this machine's clock: only for tests that stand for a machine whose clock is wrong.
