@@ -5,10 +5,10 @@ public import DBus
 // MARK: - History
 
 extension Settings1 {
-    /// `History(s location, t since_serial, x since_time, u limit) → a(txssua(ssavav)) commits`: the commits
+    /// `History(s keyOrDir, t since_serial, x since_time, u limit) → a(txssua(ssavav)) commits`: the commits
     /// the broker kept that changed user values, oldest first.
     ///
-    /// `location` is a key or a directory (empty or `/` for every key): only commits that changed a key there
+    /// `keyOrDir` is a key or a directory (empty or `/` for every key): only commits that changed a key there
     /// are answered, with only those keys. `since_serial` and `since_time` (microseconds since the epoch) leave
     /// out commits at or before that serial, or before that time (0: no bound). `limit` keeps the newest that
     /// many commits (0: every kept commit).
@@ -16,7 +16,7 @@ extension Settings1 {
         public typealias Reply = HistoryReply
         public static let method: MemberName = "History"
         public static let arguments = [
-            DBusArgument("location", .string), DBusArgument("since_serial", .uint64),
+            DBusArgument("keyOrDir", .string), DBusArgument("since_serial", .uint64),
             DBusArgument("since_time", .int64), DBusArgument("limit", .uint32),
         ]
         public static var sinceVersion: UInt32 { 2 }
@@ -43,7 +43,9 @@ extension Settings1 {
 
         public init(_ body: [DBusValue]) throws(SettingsError) {
             let reader = try BodyReader(body, Self.arguments, "History")
-            let text = try reader.string(0)
+            guard case .string(let text) = body[0] else {
+                throw reader.wrongType(0, .invalidKey, "a key or directory string")
+            }
             location = text.isEmpty ? .directory(.root) : try reader.location(0)
             sinceSerial = try reader.uint64(1)
             guard case .int64(let time) = body[2] else { throw reader.wrongType(2, .invalidValue, "an int64 (x)") }
