@@ -8,7 +8,8 @@ extension DurableStore {
     /// What the history records of a changeset's writes, read from the staged view as validation left it: each
     /// key's user value before (nil when history is off or no write changes a user value). A key registered as
     /// secret is recorded without its values; so is every key of a commit of more than
-    /// ``HistoryEntry/valueLimit`` keys.
+    /// ``HistoryEntry/valueLimit`` keys, and a key whose old or new value is over
+    /// ``HistoryEntry/valueSizeLimit`` bytes.
     func historyEntry(_ writes: [(key: SettingPath, value: DBusValue?)], _ view: StagedView) -> HistoryEntry? {
         guard !writes.isEmpty, persistence.history.limits.isOn else { return nil }
         let large = writes.count > HistoryEntry.valueLimit
@@ -17,7 +18,11 @@ extension DurableStore {
             let old = view.userValue(of: write.key)
             guard old != write.value else { return nil }
             changed = true
-            if large { return ("large", nil) }
+            if large || (old?.approximateSize ?? 0) > HistoryEntry.valueSizeLimit
+                || (write.value?.approximateSize ?? 0) > HistoryEntry.valueSizeLimit
+            {
+                return ("large", nil)
+            }
             if view.schema(of: write.key)?.isSecret == true { return ("secret", nil) }
             return ("", old)
         }

@@ -42,6 +42,9 @@ struct HistoryEntry: Sendable {
 
     /// A commit of more keys than this keeps them without their values (`omitted` "large").
     static let valueLimit = 1024
+    /// A value larger than this (in bytes, about) is not kept either (`omitted` "large"): the history is
+    /// for settings a person changes, not a second copy of large blobs.
+    static let valueSizeLimit = 16 * 1024
 
     /// The wall clock, in microseconds since the epoch.
     static func now() -> Int64 {

@@ -40,8 +40,8 @@ struct UndoCommand: AsyncParsableCommand {
                     change.omitted == "secret"
                         ? "commit \(serial) changed \(change.key), a secret key: the history keeps no values of "
                             + "secret keys, so it cannot be undone"
-                        : "commit \(serial) changed \(commit.changes.count) keys, more than the history keeps values "
-                            + "of, so it cannot be undone")
+                        : "commit \(serial) changed \(change.key) in a commit too large for the history to keep its "
+                            + "values (more than 1,024 keys, or a value over 16 KiB), so it cannot be undone")
             }
             // The serial first, then each key's value: Apply's if-serial then refuses anything written after
             // the values were compared.

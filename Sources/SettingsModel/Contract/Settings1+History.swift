@@ -99,7 +99,7 @@ extension Settings1 {
             /// The key.
             public var key: String
             /// Why the values are left out: empty when they are kept; `secret` for a key registered as secret;
-            /// `large` for a commit of more keys than the history keeps values of.
+            /// `large` for a commit of more keys, or a value larger, than the history keeps values of.
             public var omitted: String
             /// The user value before the commit; nil when the key had none (or the values are left out).
             public var old: DBusValue?
