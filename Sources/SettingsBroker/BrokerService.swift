@@ -42,6 +42,8 @@ public final class BrokerService: Service, Sendable {
         public var secretReaders: SecretReaders
         /// Sync across machines, if configured (README, "Sync across machines").
         public var sync: (any StoreSync)?
+        /// How much history of commits the store keeps (`--history-limit`, `--history-age`).
+        public var history = HistoryLimits()
 
         /// The folders of schema files searched when none is given: `settingsbus/schemas` under
         /// `$XDG_DATA_HOME` (`~/.local/share`) and under each folder of `$XDG_DATA_DIRS`
@@ -100,6 +102,21 @@ public final class BrokerService: Service, Sendable {
 
     private enum Ending { case shutdown, disconnected, idle }
 
+    /// The process id of a unique name, as the bus daemon tells it (`GetConnectionUnixProcessID`); nil when
+    /// it cannot.
+    private static func processID(of name: String, _ connection: DBusConnection) async -> UInt32? {
+        let reply: [DBusValue]
+        do {
+            reply = try await connection.call(
+                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+                member: "GetConnectionUnixProcessID", arguments: [.string(name)], timeout: .seconds(5))
+        } catch {
+            return nil
+        }
+        guard case .uint32(let pid)? = reply.first else { return nil }
+        return pid
+    }
+
     /// Runs the broker until graceful shutdown, idle exit or disconnection.
     ///
     /// - Throws: ``StartError`` when the name is already owned, or the bus or the store cannot be opened;
@@ -130,6 +147,7 @@ public final class BrokerService: Service, Sendable {
         } catch {
             throw StartError(description: error.message)
         }
+        store.setHistoryLimits(configuration.history)
         log(store.condition)
         for row in store.unreadable {
             logger.error(
@@ -213,12 +231,17 @@ public final class BrokerService: Service, Sendable {
         }
         await administrator?.start()
         touch()
+        var processOf: (@Sendable (String) async -> UInt32?)?
+        if configuration.history.isOn {
+            processOf = { name in await Self.processID(of: name, connection) }
+        }
         let interface = SettingsInterface.interface(
             store: store, secretReaders: configuration.secretReaders, activity: { [weak self] in self?.touch() },
             moreStatus: { [sync = configuration.sync] in
                 vendor.status().merging(administrator?.status() ?? [:]) { own, _ in own }
                     .merging(sync?.status() ?? [:]) { own, _ in own }
-            })
+            },
+            processOf: processOf)
         try await connection.export([interface], at: SettingsBusNames.objectPath)
         guard try await connection.requestName(name, flags: [.doNotQueue]) == .primaryOwner else {
             throw StartError(description: "\(name) is already owned: another settings-broker is running on this bus")

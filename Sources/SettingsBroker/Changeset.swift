@@ -57,6 +57,8 @@ struct ResolvedChangeset: Sendable {
     var unregistrations: [SettingPath] = []
     /// ``Changeset/remote``.
     var remote: RemoteChanges?
+    /// What the history records of it (nil when it changes no user value, or history is off).
+    var history: HistoryEntry?
 
     /// Whether the changeset writes nothing to the store: no value, no schema (at most it announces keys).
     var onlyAnnounces: Bool { writes.isEmpty && registrations.isEmpty && unregistrations.isEmpty }

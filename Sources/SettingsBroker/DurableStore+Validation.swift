@@ -9,13 +9,16 @@ extension DurableStore {
     /// Checks a changeset against the staged view and gives it the next serial.
     func resolve(_ changeset: Changeset, _ state: WriterState) throws(SettingsError) -> ResolvedChangeset {
         // validateForStorage ran in submit, before the lock.
+        let view = StagedView(store: self, state: state)
         let resolution = try SettingsRules.resolve(
             sets: changeset.sets, resets: changeset.resets, registrations: changeset.registrations,
-            unregistrations: changeset.unregistrations, replacing: changeset.replacing, ifSerial: changeset.ifSerial, in: StagedView(store: self, state: state))
-        return ResolvedChangeset(
+            unregistrations: changeset.unregistrations, replacing: changeset.replacing, ifSerial: changeset.ifSerial, in: view)
+        var resolved = ResolvedChangeset(
             serial: state.nextSerial, writes: resolution.writes, registrations: resolution.registrations,
             origin: changeset.origin, announced: changeset.announced, unregistrations: resolution.unregistrations,
             remote: changeset.remote)
+        resolved.history = historyEntry(resolution.writes, view)
+        return resolved
     }
 
     /// The serial of the last reset of a key without a user value since start-up, if any.

@@ -23,11 +23,25 @@ public enum SettingsInterface {
     ///     `AccessDenied` from `Get` and `GetMany` of a secret key, and `ReadTree` without them.
     ///   - activity: called at the start of every method call (the broker's idle timer uses it).
     ///   - moreStatus: fields that `Status` reports beside the store's own (the schema files).
+    ///   - processOf: asks the bus for the process id of a unique name (`GetConnectionUnixProcessID`), for the
+    ///     history's writers: at a name's first write, whose answer waits for it (``WriterProcesses``); nil to
+    ///     record no process.
     public static func interface(
         store: DurableStore, secretReaders: SecretReaders = SecretReaders(),
         activity: @escaping @Sendable () -> Void = {},
-        moreStatus: @escaping @Sendable () -> [String: DBusValue] = { [:] }
+        moreStatus: @escaping @Sendable () -> [String: DBusValue] = { [:] },
+        processOf: (@Sendable (String) async -> UInt32?)? = nil
     ) -> DBusInterface {
+        let writers = processOf.map { lookUp in
+            WriterProcesses(lookUp: lookUp) { name, process in
+                await store.recordWriter(origin: name, pid: process.pid, process: process.name)
+            }
+        }
+        /// Runs `body` once the writer's process is known (at once but at a name's first write).
+        @Sendable func afterWriterKnown(_ call: DBusMethodCall, _ body: @escaping @Sendable () -> Void) {
+            guard let writers else { return body() }
+            writers.whenKnown(origin(call), body)
+        }
         func method<Request: Settings1.Request>(
             _: Request.Type,
             _ body: @escaping @Sendable (DBusMethodCall, Request) async throws(SettingsError) -> Request.Reply
@@ -92,8 +106,10 @@ public enum SettingsInterface {
                     @Sendable func stage(placement: (any CommitPlacement)?) {
                         do throws(SettingsError) {
                             store.submit(try changeset(call, try request.get()), placement: placement) { result in
-                                reply.send(
-                                    result.map { Settings1.SerialReply(serial: $0).body }.mapError { $0.dbusError })
+                                afterWriterKnown(call) {
+                                    reply.send(
+                                        result.map { Settings1.SerialReply(serial: $0).body }.mapError { $0.dbusError })
+                                }
                             }
                         } catch {
                             reply.send(.failure(error.dbusError))
@@ -171,6 +187,7 @@ public enum SettingsInterface {
                 changeset.sets = request.sets
                 changeset.resets = request.resets
                 changeset.ifSerial = request.options.ifSerial
+                await withCheckedContinuation { done in afterWriterKnown(call) { done.resume() } }
                 return Settings1.SerialReply(serial: try await store.apply(changeset))
             },
             // A directory's reset collects every key below it: not on the connection's thread.
@@ -196,6 +213,20 @@ public enum SettingsInterface {
             },
             method(Settings1.StatusRequest.self) { _, _ throws(SettingsError) in
                 Settings1.StatusReply(fields: store.status().merging(moreStatus()) { own, _ in own })
+            },
+            // Read from the store file on a connection of its own; a writer whose process was found but not yet
+            // recorded there is named from memory.
+            method(Settings1.HistoryRequest.self) { _, request throws(SettingsError) in
+                var commits = try await store.history(request)
+                if let writers {
+                    for index in commits.indices where commits[index].process.isEmpty {
+                        if let process = writers.known(commits[index].writer) {
+                            commits[index].process = process.name
+                            commits[index].pid = process.pid
+                        }
+                    }
+                }
+                return try fitting(Settings1.HistoryReply(commits: commits), "the history asked for")
             },
         ]
         return DBusInterface(

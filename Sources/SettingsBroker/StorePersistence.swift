@@ -33,6 +33,8 @@ final class StorePersistence: Sendable {
     let backup: StoreBackup
     /// The open store; nil when the store is read-only.
     let database: SQLiteDatabase?
+    /// The history of commits kept in the store (``HistoryLog``).
+    let history = HistoryLog()
     /// What opening read, handed over once by ``load()``.
     private let initialContents: Locked<Contents?>
     /// The lock that makes this broker the store's only owner (nil when it could not be taken because the
@@ -47,7 +49,8 @@ final class StorePersistence: Sendable {
     ///
     /// 1: `meta.serial` is the store's serial. 2: the store's serial is the larger of `meta.serial` and the
     /// highest `settings.serial` (a broker that reads only format 1 would take a serial that went back).
-    static let formatVersion = 2
+    /// 3: the tables of the history of commits (``HistoryLog``), made when a store of format 2 is opened.
+    static let formatVersion = 3
 
     /// Opens the store at `path`, creating it if needed and recovering it if it is damaged.
     ///
@@ -152,6 +155,7 @@ final class StorePersistence: Sendable {
                 INSERT OR IGNORE INTO meta (name, value) VALUES ('format', \(formatVersion));
                 INSERT OR IGNORE INTO meta (name, value) VALUES ('serial', 0);
                 """)
+        try HistoryLog.prepare(db)
         let format = Int(try db.integer("SELECT value FROM meta WHERE name = 'format'") ?? 0)
         guard format <= formatVersion else {
             throw SettingsError.storeFailure(
@@ -160,7 +164,8 @@ final class StorePersistence: Sendable {
         }
         try prepareSync(db)
         if format < formatVersion {
-            // Format 1 kept the serial in `meta` alone, which format 2 reads the same way.
+            // Format 1 kept the serial in `meta` alone, which format 2 reads the same way; format 3 adds the
+            // history's tables, made above.
             try db.execute("UPDATE meta SET value = ? WHERE name = 'format'", [.integer(Int64(formatVersion))])
         }
     }
@@ -316,6 +321,7 @@ final class StorePersistence: Sendable {
                 }
             }
             if let sync { try Self.write(sync, db) }
+            try self.history.record(batch, db)
             if serialNeedsMeta {
                 try db.execute(
                     "UPDATE meta SET value = ? WHERE name = 'serial'", [.integer(Int64(bitPattern: last.serial))])
@@ -328,6 +334,7 @@ final class StorePersistence: Sendable {
                 guard try database.transactionIfUnlocked(write) != nil else { return false }
             }
         } catch {
+            history.forget()
             throw .storeFailure("cannot write to the settings store \(path): \(StoreOpener.describe(error))")
         }
         backup.noteCommit(serial: last.serial)

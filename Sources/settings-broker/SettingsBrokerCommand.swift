@@ -87,6 +87,21 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
             """)
     var secretReaders: String?
 
+    @Option(
+        help: """
+            The most commits that changed values kept in the store's history (settingsctl log, undo); \
+            0 keeps no history.
+            """)
+    var historyLimit: Int = HistoryLimits.defaultCommits
+
+    @Option(
+        help: ArgumentHelp(
+            """
+            How long the history keeps a commit: a number of seconds, or of minutes, hours or days with m, h \
+            or d (30d); 0 for no age limit.
+            """, valueName: "age"))
+    var historyAge: String = "30d"
+
     @Option(help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String = "info"
 
@@ -167,6 +182,25 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
             throw ValidationError("--backup-interval takes a number of seconds, 0 or more")
         }
         _ = try syncConfiguration()
+        guard historyLimit >= 0 else { throw ValidationError("--history-limit takes a number of commits, 0 or more") }
+        guard Self.seconds(historyAge) != nil else {
+            throw ValidationError(
+                "--history-age takes a number of seconds, or of minutes, hours or days such as 30d; not '\(historyAge)'")
+        }
+    }
+
+    /// `90`, `15m`, `12h`, `30d` in seconds; nil for anything else.
+    static func seconds(_ text: String) -> Int64? {
+        let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
+        var digits = Substring(text)
+        var unit: Int64 = 1
+        if let last = text.last, let scale = units[last] {
+            unit = scale
+            digits = digits.dropLast()
+        }
+        guard !digits.isEmpty, digits.allSatisfy(\.isASCII), let number = Int64(digits), number >= 0 else { return nil }
+        let (total, overflow) = number.multipliedReportingOverflow(by: unit)
+        return overflow ? nil : total
     }
 
     func run() async throws {
@@ -224,6 +258,7 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
             configuration.sync = SyncEngine(
                 configuration: sync, logger: logger, environment: ProcessInfo.processInfo.environment)
         }
+        configuration.history = HistoryLimits(commits: historyLimit, ageSeconds: Self.seconds(historyAge) ?? 0)
         let service = BrokerService(configuration: configuration, logger: logger)
         let group = ServiceGroup(
             configuration: .init(

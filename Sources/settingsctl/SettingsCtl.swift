@@ -31,7 +31,8 @@ struct SettingsCtl: AsyncParsableCommand {
               4  invalid: bad key or directory, unparsable value or file, type mismatch,
                  out of range or not a choice, too large
               5  broker unavailable: no bus, no broker and none could start, no answer
-              6  conflict: another schema for a registered key, a lost compare-and-set
+              6  conflict: another schema for a registered key, a lost compare-and-set,
+                 undo of a commit whose keys changed since
               7  not writable: a locked key, or a call the bus policy refuses
               8  access denied: a secret key's value, which the broker gives only to
                  root, its own user and the users of its --secret-readers
@@ -41,7 +42,7 @@ struct SettingsCtl: AsyncParsableCommand {
             GetCommand.self, SetCommand.self, ResetCommand.self, ListCommand.self, TreeCommand.self,
             DumpCommand.self, LoadCommand.self, WatchCommand.self, DescribeCommand.self, RegisterCommand.self,
             UnregisterCommand.self, CheckCommand.self, CheckAdminCommand.self, StatusCommand.self,
-            SyncCommand.self,
+            SyncCommand.self, LogCommand.self, UndoCommand.self,
         ])
 
     /// Parses the command line, runs the verb and exits with the status of ``ExitStatus``.

@@ -47,7 +47,7 @@ struct StoreSerialAndLogTests {
         await StoreCalls.shutDown(store)
     }
 
-    @Test func aFormatOneStoreKeepsItsSerialAndIsMarkedFormatTwo() async throws {
+    @Test func aFormatOneStoreKeepsItsSerialAndIsMarkedTheCurrentFormat() async throws {
         let directory = try StoreDirectory()
         defer { directory.remove() }
         let first = try await DurableStore.open(path: directory.store)
@@ -59,7 +59,7 @@ struct StoreSerialAndLogTests {
 
         // When: this broker opens it.
         let store = try await DurableStore.open(path: directory.store)
-        // Then: the serial is the one it recorded, the value is there, and the file now says format 2.
+        // Then: the serial is the one it recorded, the value is there, and the file now says the current format.
         #expect(store.condition.health == .ok)
         #expect(store.serial == 41)
         #expect(try store.get(try SettingPath("/test/format/a")) == .string("kept"))
@@ -68,7 +68,7 @@ struct StoreSerialAndLogTests {
         let format = try await StoreCalls.sqlite(
             directory.store, "", print: "c.execute(\"SELECT value FROM meta WHERE name = 'format'\").fetchone()[0]")
         #expect(format == "\(StorePersistence.formatVersion)")
-        #expect(StorePersistence.formatVersion == 2)
+        #expect(StorePersistence.formatVersion == 3)
     }
 
     @Test func theWriteAheadLogIsMadeAtOpenAndStaysWithinItsSize() async throws {

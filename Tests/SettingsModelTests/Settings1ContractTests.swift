@@ -92,6 +92,22 @@ struct Settings1ContractTests {
             "unregistered"),
         Sample(Settings1.StatusRequest()),
         Sample(Settings1.StatusReply(fields: ["health": .string("ok"), "keys": .uint32(3)])),
+        Sample(Settings1.HistoryRequest()),
+        Sample(
+            Settings1.HistoryRequest(
+                location: .key(key("/org/example/theme")), sinceSerial: 4, sinceTime: 1_700_000_000_000_000, limit: 10),
+            "a key, a serial, a time and a limit"),
+        Sample(
+            Settings1.HistoryReply(commits: [
+                .init(
+                    serial: 7, time: 1_700_000_000_000_000, writer: ":1.4", process: "gdbus", pid: 42,
+                    changes: [
+                        .init(key: "/a/b", old: nil, new: .int32(1)), .init(key: "/a/c", old: .string("x"), new: nil),
+                        .init(key: "/a/token", omitted: "secret", old: nil, new: nil),
+                    ]),
+                .init(serial: 8, time: 1_700_000_000_000_001, writer: ":1.5", process: "", pid: 0, changes: []),
+            ])),
+        Sample(Settings1.HistoryReply(commits: []), "no commits"),
         Sample(
             Settings1.ChangedSignal(
                 path: .directory(directory("/a/")), values: ["/a/b": .int32(1)], removed: ["/a/c"], serial: 3,
@@ -134,7 +150,7 @@ struct Settings1ContractTests {
         }
     }
 
-    @Test func methodNamesAreDistinctAndEveryMethodIsOfVersionOne() {
+    @Test func methodNamesAreDistinctAndEveryMethodIsOfAVersionUpToTheInterfaces() {
         let names = Settings1.requests.map { $0.method.rawValue }
         #expect(Set(names).count == names.count)
         #expect(Settings1.requests.allSatisfy { $0.sinceVersion <= Settings1.version })
