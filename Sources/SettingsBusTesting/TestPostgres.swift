@@ -32,6 +32,8 @@ public final class TestPostgres: Sendable {
     public let database = "settings"
     private let stopped = StopFlag()
     private let runAsNobody: Bool
+    /// Whether the server takes TCP connections only over TLS (``start(tls:)``).
+    public let tls: Bool
 
     /// Why the sync tests cannot run here, or nil when `initdb` is installed.
     public static var unavailableReason: String? {
@@ -40,12 +42,13 @@ public final class TestPostgres: Sendable {
             : nil
     }
 
-    private init(directory: URL, binaries: URL, port: Int, password: String, runAsNobody: Bool) {
+    private init(directory: URL, binaries: URL, port: Int, password: String, runAsNobody: Bool, tls: Bool) {
         self.directory = directory
         self.binaries = binaries
         self.port = port
         self.password = password
         self.runAsNobody = runAsNobody
+        self.tls = tls
     }
 
     /// The folder holding the cluster.
@@ -75,9 +78,12 @@ public final class TestPostgres: Sendable {
     /// Makes a cluster and starts the server; waits until it accepts connections, then creates the role and
     /// the database.
     ///
+    /// - Parameter tls: with true, the server has a self-signed certificate (made with `openssl` in the folder)
+    ///   and takes TCP connections only over TLS (`hostssl` in `pg_hba.conf`); a client asks for it with
+    ///   `?sslmode=require`.
     /// - Throws: ``TestProcess/Failure`` when PostgreSQL is not installed (naming the package) or the server
     ///   does not come up, with its log.
-    public static func start() async throws -> TestPostgres {
+    public static func start(tls: Bool = false) async throws -> TestPostgres {
         guard let binaries = findBinaries() else {
             throw TestProcess.Failure(description: unavailableReason ?? "initdb is missing")
         }
@@ -96,7 +102,8 @@ public final class TestPostgres: Sendable {
         let password = "pw-" + UUID().uuidString.lowercased()
         let port = try freeLoopbackPort()
         let server = TestPostgres(
-            directory: directory, binaries: binaries, port: port, password: password, runAsNobody: runAsNobody)
+            directory: directory, binaries: binaries, port: port, password: password, runAsNobody: runAsNobody,
+            tls: tls)
         do {
             try await server.initialize()
             return server
@@ -124,13 +131,12 @@ public final class TestPostgres: Sendable {
         try """
         local all postgres trust
         local all all scram-sha-256
-        host all all 127.0.0.1/32 scram-sha-256
+        \(tls ? "hostssl" : "host") all all 127.0.0.1/32 scram-sha-256
 
         """.write(to: dataDirectory.appendingPathComponent("pg_hba.conf"), atomically: false, encoding: .utf8)
-        let options = "-c listen_addresses=127.0.0.1 -p \(port) -k \(socketDirectory.path) -c fsync=off "
-            + "-c max_connections=100 -c shared_buffers=16MB"
+        if tls { try await makeCertificate() }
         let started = try await runServerTool(
-            "pg_ctl", ["-D", dataDirectory.path, "-l", logFile.path, "-o", options, "-w", "-t", "60", "start"])
+            "pg_ctl", ["-D", dataDirectory.path, "-l", logFile.path, "-o", serverOptions, "-w", "-t", "60", "start"])
         guard started.status == 0 else {
             throw TestProcess.Failure(
                 description: "pg_ctl start failed: \(started.stdout)\(started.stderr)\n\(serverLog())")
@@ -141,6 +147,33 @@ public final class TestPostgres: Sendable {
             guard made.status == 0 else {
                 throw TestProcess.Failure(description: "cannot create the role and database: \(made.stderr)")
             }
+        }
+    }
+
+    /// The options `pg_ctl` starts the server with.
+    private var serverOptions: String {
+        var options = "-c listen_addresses=127.0.0.1 -p \(port) -k \(socketDirectory.path) -c fsync=off "
+            + "-c max_connections=100 -c shared_buffers=16MB"
+        if tls {
+            options += " -c ssl=on -c ssl_cert_file=\(certificate.path) -c ssl_key_file=\(certificateKey.path)"
+        }
+        return options
+    }
+
+    private var certificate: URL { directory.appendingPathComponent("server.crt") }
+    private var certificateKey: URL { directory.appendingPathComponent("server.key") }
+
+    /// A self-signed certificate for 127.0.0.1, its key readable by the server's user alone.
+    private func makeCertificate() async throws {
+        let made = try await TestProcess.run(
+            "/usr/bin/openssl",
+            ["req", "-new", "-x509", "-days", "2", "-nodes", "-newkey", "rsa:2048", "-subj", "/CN=127.0.0.1",
+             "-keyout", certificateKey.path, "-out", certificate.path],
+            timeLimit: .seconds(60))
+        guard made.status == 0 else { throw TestProcess.Failure(description: "openssl failed: \(made.stderr)") }
+        for file in [certificate, certificateKey] {
+            if runAsNobody { _ = chown(file.path, 65534, 65534) }
+            _ = chmod(file.path, file == certificateKey ? 0o600 : 0o644)
         }
     }
 
@@ -189,10 +222,8 @@ public final class TestPostgres: Sendable {
 
     /// Starts the server of ``pause()`` again on the same port and socket.
     public func resume() async throws {
-        let options = "-c listen_addresses=127.0.0.1 -p \(port) -k \(socketDirectory.path) -c fsync=off "
-            + "-c max_connections=100 -c shared_buffers=16MB"
         let started = try await runServerTool(
-            "pg_ctl", ["-D", dataDirectory.path, "-l", logFile.path, "-o", options, "-w", "-t", "60", "start"])
+            "pg_ctl", ["-D", dataDirectory.path, "-l", logFile.path, "-o", serverOptions, "-w", "-t", "60", "start"])
         guard started.status == 0 else {
             throw TestProcess.Failure(description: "pg_ctl start failed: \(started.stderr)\n\(serverLog())")
         }

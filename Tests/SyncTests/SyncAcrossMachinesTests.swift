@@ -101,6 +101,35 @@ struct SyncAcrossMachinesTests {
             #expect(rows.stdout.contains("/sync/visible='yes'"), "\(rows.stdout)")
         }
     }
+
+    /// `sslmode=require` syncs over TLS: the server takes TCP connections only over TLS, A's write reaches B,
+    /// and the server shows the brokers' connections encrypted. A broker that does not ask for TLS is refused,
+    /// says so in `Status`, and serves its own writes all the same.
+    @Test func overTLSAWriteReachesTheOtherMachineAndAPlainConnectionIsRefused() async throws {
+        try await withMachines(["alpha", "beta"], tls: true) { postgres, machines in
+            let (a, b) = (machines[0], machines[1])
+            #expect(try await a.call("Set", ["/sync/tls", "<'encrypted'>"]).status == 0)
+            #expect(try await waitForAgreement([a, b], key: "/sync/tls") == "(<'encrypted'>,)")
+            let encrypted = try await postgres.psql(
+                "select count(*) from pg_stat_ssl s join pg_stat_activity a using (pid) "
+                    + "where s.ssl and a.usename = 'settingsbus'")
+            #expect((Int(encrypted.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0) >= 2, "\(encrypted.stdout)")
+
+            let bus = try await TestBus.start()
+            let stores = try storeFolder()
+            defer { try? FileManager.default.removeItem(at: stores) }
+            var plain = syncArguments(postgres, name: "plain")
+            plain[1] = postgres.url
+            let broker = try await TestBroker.start(
+                on: bus, storePath: stores.appendingPathComponent("plain.db").path, arguments: plain)
+            let machine = Machine(name: "plain", bus: bus, broker: broker)
+            try await waitForStatus(machine, "sync-state", "<'error'>")
+            let error = try await statusField(machine, "sync-error") ?? ""
+            #expect(error.contains("no encryption") || error.contains("pg_hba"), "\(error)")
+            #expect(try await machine.call("Set", ["/sync/local", "<1>"]).status == 0)
+            await stopMachines([machine])
+        }
+    }
 }
 
 /// A broker standing for a machine: its own bus and store.
@@ -126,8 +155,10 @@ struct Machine: Sendable {
 }
 
 /// The arguments that make a broker sync `/sync/` through `postgres` as machine `name`.
+/// Over TLS when the server takes nothing else.
 func syncArguments(_ postgres: TestPostgres, name: String, extra: [String] = []) -> [String] {
-    ["--sync-url", postgres.url, "--sync-password-file", postgres.passwordFile.path, "--sync-dir", "/sync/",
+    ["--sync-url", postgres.url + (postgres.tls ? "?sslmode=require" : ""), "--sync-password-file",
+     postgres.passwordFile.path, "--sync-dir", "/sync/",
      "--machine-id", "id-\(name)", "--machine-name", name] + extra
 }
 
@@ -141,9 +172,9 @@ func storeFolder() throws -> URL {
 /// Starts a private PostgreSQL server and a broker for each name (its store `<name>.db` in `stores`), runs
 /// `body`, and stops them all.
 func withMachines(
-    _ names: [String], extra: [String] = [], _ body: (TestPostgres, [Machine]) async throws -> Void
+    _ names: [String], extra: [String] = [], tls: Bool = false, _ body: (TestPostgres, [Machine]) async throws -> Void
 ) async throws {
-    let postgres = try await TestPostgres.start()
+    let postgres = try await TestPostgres.start(tls: tls)
     let stores = try storeFolder()
     defer { try? FileManager.default.removeItem(at: stores) }
     var machines: [Machine] = []
