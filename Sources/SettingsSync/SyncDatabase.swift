@@ -249,6 +249,8 @@ struct SyncDatabase: Sendable {
     /// LISTENs for hints and calls `hint` for each, until the connection fails or the task is cancelled.
     func listen(_ hint: @escaping @Sendable () -> Void) async throws {
         try await connection.listen(on: Self.channel) { notifications in
+            // Listening starts now: a push that notified before it was missed, so the loop pulls once more.
+            hint()
             for try await _ in notifications { hint() }
         }
     }
