@@ -59,6 +59,9 @@ struct ResolvedChangeset: Sendable {
     var remote: RemoteChanges?
     /// What the history records of it (nil when it changes no user value, or history is off).
     var history: HistoryEntry?
+    /// The clock of the version its writes of synced keys carry, read when it was validated (nil when sync is
+    /// off, or for remote changes, which carry their own versions).
+    var syncClock: UInt64?
 
     /// Whether the changeset writes nothing to the store: no value, no schema (at most it announces keys).
     var onlyAnnounces: Bool { writes.isEmpty && registrations.isEmpty && unregistrations.isEmpty }

@@ -9,11 +9,17 @@ public struct RemoteChanges: Sendable {
     public var versions: [SettingPath: SyncVersion]
     /// The database revision the commit moves the cursor to, in the same transaction.
     public var cursor: Int64?
+    /// The store's serial when the local versions these changes were compared with were read (after the clock
+    /// observed them): a key written here after that serial has a newer version than theirs, and the commit
+    /// leaves it alone. The check is made when the commit is validated, so no local write can come between it
+    /// and the commit.
+    public var checkedSerial: UInt64?
 
     /// Makes the remote part of a changeset.
-    public init(versions: [SettingPath: SyncVersion], cursor: Int64?) {
+    public init(versions: [SettingPath: SyncVersion], cursor: Int64?, checkedSerial: UInt64? = nil) {
         self.versions = versions
         self.cursor = cursor
+        self.checkedSerial = checkedSerial
     }
 }
 
@@ -28,6 +34,27 @@ extension DurableStore {
     /// Turns sync on: from now on, commits queue the writes of keys `settings` syncs.
     public func enableSync(_ settings: SyncSettings) {
         syncSettings.withLock { $0 = settings }
+    }
+
+    /// The clock of a local commit's version, read when it is validated, under the `writer` lock (nil when
+    /// sync is off): a commit validated after the sync engine compared versions has a newer one than
+    /// anything the engine had seen then (``RemoteChanges/checkedSerial``).
+    func localSyncClock() -> UInt64? {
+        syncSettings.withLock { $0 }?.clock.tick()
+    }
+
+    /// A remote changeset without the keys written here since its versions were compared with the local ones
+    /// (``RemoteChanges/checkedSerial``): those writes are newer, and win.
+    func droppingKeysWrittenSince(_ changeset: Changeset, in view: StagedView) -> Changeset {
+        guard let checked = changeset.remote?.checkedSerial else { return changeset }
+        func writtenSince(_ key: SettingPath) -> Bool { (view.lastChange(of: key) ?? 0) > checked }
+        var kept = changeset
+        kept.sets.removeAll { writtenSince($0.key) }
+        kept.resets.removeAll { location in
+            if case .key(let key) = location { return writtenSince(key) }
+            return false
+        }
+        return kept
     }
 
     /// What a batch queues and records for sync; nil when sync is off or there is nothing.
@@ -63,7 +90,8 @@ extension DurableStore {
             }
             guard !synced.isEmpty else { continue }
             // One version for the whole commit: of two commits touching the same keys, one wins on all of them.
-            let version = SyncVersion(clock: settings.clock.tick(), machine: settings.machine)
+            // Its clock was read when the commit was validated (``localSyncClock()``).
+            let version = SyncVersion(clock: changeset.syncClock ?? settings.clock.tick(), machine: settings.machine)
             for write in synced {
                 record.queued.append(SyncChange(key: write.key, value: write.value, version: version))
                 record.versions.append((write.key, version))

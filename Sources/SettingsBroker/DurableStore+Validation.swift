@@ -10,6 +10,7 @@ extension DurableStore {
     func resolve(_ changeset: Changeset, _ state: WriterState) throws(SettingsError) -> ResolvedChangeset {
         // validateForStorage ran in submit, before the lock.
         let view = StagedView(store: self, state: state)
+        let changeset = droppingKeysWrittenSince(changeset, in: view)
         let resolution = try SettingsRules.resolve(
             sets: changeset.sets, resets: changeset.resets, registrations: changeset.registrations,
             unregistrations: changeset.unregistrations, replacing: changeset.replacing, ifSerial: changeset.ifSerial, in: view)
@@ -18,6 +19,7 @@ extension DurableStore {
             origin: changeset.origin, announced: changeset.announced, unregistrations: resolution.unregistrations,
             remote: changeset.remote)
         resolved.history = historyEntry(resolution.writes, view)
+        if changeset.remote == nil, !resolution.writes.isEmpty { resolved.syncClock = localSyncClock() }
         return resolved
     }
 

@@ -32,6 +32,9 @@ public final class SyncEngine: StoreSync {
         var cursor: Int64 = 0
         var error: String?
         var clamped: [String] = []
+        /// Remote changes this machine's store refused, by key, the latest last: `key from machine: reason`.
+        /// A later remote change of the key that is applied takes its key off.
+        var refused: [(key: SettingPath, text: String)] = []
         var store: DurableStore?
         /// Whether a recount of the queue for `Status` is on its way.
         var recounting = false
@@ -76,6 +79,9 @@ public final class SyncEngine: StoreSync {
             if let error = state.error { fields["sync-error"] = .string(error) }
             if !state.clamped.isEmpty {
                 fields["sync-clamped-machines"] = .array(.string, state.clamped.map { .string($0) })
+            }
+            if !state.refused.isEmpty {
+                fields["sync-refused"] = .array(.string, state.refused.map { .string($0.text) })
             }
             return fields
         }
@@ -256,9 +262,14 @@ public final class SyncEngine: StoreSync {
     }
 
     /// Applies pulled rows: one commit per run of rows from one machine, each moving the cursor.
+    ///
+    /// The order matters: the clock observes the rows first, so that any local commit validated after
+    /// `checked` has a newer version than theirs; the store's commits up to `checked` have their versions in
+    /// `local`; a key written after `checked` is left alone by the commit itself (``RemoteChanges/checkedSerial``).
     private func apply(_ rows: [SyncDatabase.Row], upTo last: Int64, _ store: DurableStore) async throws {
-        let local = try await store.syncVersions(of: rows.map(\.change.key))
         if let newest = rows.map(\.change.version.clock).max() { clock.observe(newest) }
+        let checked = store.serial
+        let local = try await store.syncVersions(of: rows.map(\.change.key))
         // The newest row of each key (a key appears once per pull, but be sure).
         var newer: [SyncDatabase.Row] = []
         var seen: Set<SettingPath> = []
@@ -272,15 +283,18 @@ public final class SyncEngine: StoreSync {
             var end = start + 1
             while end < newer.count && newer[end].machineName == newer[start].machineName { end += 1 }
             let run = Array(newer[start..<end])
-            try await commit(run, cursor: end == newer.count ? last : run.last!.revision, store)
+            try await commit(run, cursor: end == newer.count ? last : run.last!.revision, checked: checked, store)
             start = end
         }
-        if newer.isEmpty { try await store.setSyncState("cursor", last) }
+        // Also when the last commit had nothing left to write (its keys were all written here meanwhile).
+        try await store.setSyncState("cursor", last)
     }
 
     /// Commits a run of remote changes as one changeset; when the store refuses it (a value its schema
     /// refuses, a locked key), commits them one by one and skips the refused ones, with a log line each.
-    private func commit(_ run: [SyncDatabase.Row], cursor: Int64, _ store: DurableStore) async throws {
+    private func commit(
+        _ run: [SyncDatabase.Row], cursor: Int64, checked: UInt64, _ store: DurableStore
+    ) async throws {
         let origin = DurableStore.syncOrigin(machineName: run[0].machineName)
         func changeset(_ rows: ArraySlice<SyncDatabase.Row>, cursor: Int64?) -> Changeset {
             var changeset = Changeset(origin: origin)
@@ -293,24 +307,50 @@ public final class SyncEngine: StoreSync {
             }
             changeset.remote = RemoteChanges(
                 versions: Dictionary(rows.map { ($0.change.key, $0.change.version) }, uniquingKeysWith: { a, _ in a }),
-                cursor: cursor)
+                cursor: cursor, checkedSerial: checked)
             return changeset
         }
         do {
             _ = try await store.apply(changeset(run[...], cursor: cursor))
+            noteApplied(run.map(\.change.key))
         } catch {
             guard error.code != .storeFailure else { throw error }
             for index in run.indices {
                 do {
                     _ = try await store.apply(changeset(run[index...index], cursor: index == run.count - 1 ? cursor : nil))
+                    noteApplied([run[index].change.key])
                 } catch {
                     guard error.code != .storeFailure else { throw error }
-                    logger.warning(
-                        "sync: a remote change is refused by this machine's store and not applied",
-                        metadata: ["key": "\(run[index].change.key)", "origin": "\(origin)", "error": "\(error.message)"])
+                    noteRefused(run[index], error)
                 }
             }
             try await store.setSyncState("cursor", cursor)
+        }
+    }
+
+    /// The most refused changes `Status` lists.
+    static let refusedShown = 20
+
+    /// A remote change the store refused: logged, and listed by `Status` (`sync-refused`) until a later change
+    /// of the key is applied.
+    private func noteRefused(_ row: SyncDatabase.Row, _ error: SettingsError) {
+        logger.warning(
+            "sync: a remote change is refused by this machine's store and not applied",
+            metadata: ["key": "\(row.change.key)", "machine": "\(row.machineName)", "error": "\(error.message)"])
+        let text = "\(row.change.key) from \(row.machineName): \(error.message)"
+        state.withLock { state in
+            state.refused.removeAll { $0.key == row.change.key }
+            state.refused.append((row.change.key, text))
+            if state.refused.count > Self.refusedShown { state.refused.removeFirst(state.refused.count - Self.refusedShown) }
+        }
+    }
+
+    /// Remote changes applied: a refusal of their keys is over.
+    private func noteApplied(_ keys: [SettingPath]) {
+        state.withLock { state in
+            guard !state.refused.isEmpty else { return }
+            let applied = Set(keys)
+            state.refused.removeAll { applied.contains($0.key) }
         }
     }
 }

@@ -14,7 +14,8 @@ struct SyncCommand: AsyncParsableCommand {
         discussion: """
             The sync fields of the broker's Status: sync-state (connected, offline, error, starting or \
             stopped), sync-machine, sync-database, sync-queued (changes waiting to be pushed), sync-last, \
-            sync-cursor, sync-error and sync-clamped-machines. 'sync: off' when the broker does not sync. \
+            sync-cursor, sync-error, sync-clamped-machines and sync-refused (remote changes this machine's \
+            schemas refused). 'sync: off' when the broker does not sync. \
             To put back the store as it was before sync began, stop the broker and run \
             settings-broker --sync-restore.
             """)

@@ -59,6 +59,44 @@ struct SyncOutboxTests {
         #expect(!dump.contains("token") && !dump.contains("monitor"), "\(dump)")
     }
 
+    /// The sync engine compares a pulled change with the local versions before committing it; a local write
+    /// made in between is newer (its clock is read once the clock has seen the pulled one) and must not be
+    /// replaced by the pulled value, not even for a moment.
+    @Test func aLocalWriteMadeAfterTheVersionsWereComparedIsNotReplacedByTheRemoteChange() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let store = try await DurableStore.open(path: directory.url.appendingPathComponent("settings.db").path)
+        let settings = try Self.settings()
+        store.enableSync(settings)
+        let key = try Self.key("/sync/theme")
+        _ = try await store.apply(Changeset(sets: [(key, .string("before"))], origin: "test"))
+
+        // Given: the engine's steps before a commit: the clock sees the pulled version, the serial is read and
+        // the local versions (older than the pulled one) are read.
+        let remote = SyncVersion(clock: settings.clock.tick() + (1 << 24), machine: "machine-b")
+        settings.clock.observe(remote.clock)
+        let checked = store.serial
+        let local = try await store.syncVersions(of: [key])
+        #expect(try #require(local[key]) < remote)
+        // And: a local write in between.
+        _ = try await store.apply(Changeset(sets: [(key, .string("mine"))], origin: "test"))
+
+        // When: the pulled change is committed.
+        var changeset = Changeset(sets: [(key, .string("theirs"))], origin: DurableStore.syncOrigin(machineName: "b"))
+        changeset.remote = RemoteChanges(versions: [key: remote], cursor: 7, checkedSerial: checked)
+        _ = try await store.apply(changeset)
+
+        // Then: the local write stays, with a version newer than the pulled one, queued for the database.
+        #expect(try store.get(key) == .string("mine"))
+        let versions = try await store.syncVersions(of: [key])
+        #expect(try #require(versions[key]) > remote)
+        let queued = try await store.queuedSyncChanges(limit: 10)
+        #expect(queued.map(\.value) == [.string("mine")])
+        #expect(try #require(queued.first).version > remote)
+        await store.close()
+        store.persistence.close()
+    }
+
     @Test func writesOfOneCommitShareOneVersionAndTheQueueSurvivesAReopen() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }

@@ -84,6 +84,39 @@ struct SyncAcrossMachinesTests {
         }
     }
 
+    /// Another version of an app on A writes a value B's schema refuses: B applies the rest of A's commit,
+    /// keeps its own value, and says which change it refused in `Status` until a value it accepts arrives.
+    @Test func aRemoteValueThatTheSchemaHereRefusesIsListedInStatusAndTheRestApplies() async throws {
+        try await withMachines(["alpha", "beta"]) { _, machines in
+            let (a, b) = (machines[0], machines[1])
+            #expect(try await b.call("Register", ["/sync/level", "i", "<0>", "@a{sv} {}"]).status == 0)
+            #expect(try await b.call("Set", ["/sync/level", "<2>"]).status == 0)
+
+            // When: A, with no schema for the key, writes a string to it and another key in one commit.
+            let apply = try await a.call(
+                "Apply", ["{'/sync/level': <'loud'>, '/sync/other': <'ok'>}", "@as []", "@a{sv} {}"])
+            #expect(apply.status == 0, "\(apply.stderr)")
+
+            // Then: B has the other key, keeps its level, and lists the refused change.
+            try await waitForAgreement(machines, key: "/sync/other", expecting: "(<'ok'>,)")
+            #expect(try await b.get("/sync/level") == "(<2>,)")
+            var refused = try await statusField(b, "sync-refused")
+            let deadline = ContinuousClock.now + .seconds(30)
+            while refused == nil, ContinuousClock.now < deadline {
+                try await waitForChanged(on: [b], timeLimit: .milliseconds(250))
+                refused = try await statusField(b, "sync-refused")
+            }
+            let text = try #require(refused)
+            #expect(text.contains("/sync/level from alpha: "), "\(text)")
+            #expect(try await statusField(a, "sync-refused") == nil)
+
+            // When: A writes a value B accepts. Then: B takes it and the refusal is over.
+            #expect(try await a.call("Set", ["/sync/level", "<5>"]).status == 0)
+            try await waitForAgreement(machines, key: "/sync/level", expecting: "(<5>,)")
+            #expect(try await statusField(b, "sync-refused") == nil)
+        }
+    }
+
     @Test func secretAndMachineLocalKeysNeverReachTheDatabase() async throws {
         try await withMachines(["alpha", "beta"]) { postgres, machines in
             let a = machines[0]
