@@ -19,6 +19,13 @@ public struct SyncConfiguration: Sendable {
     public var scope: String = "default"
     /// How often the broker pulls without a hint (NOTIFY may be lost).
     public var pullInterval: Duration = .seconds(30)
+    /// With a value, the broker polls (`--sync-poll`): it holds no connection between syncs and listens for no
+    /// hint; it syncs this often (plus up to a quarter at random, so that a fleet spreads out) and a moment
+    /// after a local commit queues a change.
+    public var pollInterval: Duration?
+    /// How long a polling broker waits after a local commit before it connects, so that a burst of writes is
+    /// one sync.
+    public var pollSettle: Duration = .milliseconds(200)
     /// The longest wait between two attempts to reach the database, before its jitter (up to half of it): short,
     /// so that a machine catches up within seconds of the database coming back; an attempt is one connection.
     public var longestRetry: Duration = .seconds(5)

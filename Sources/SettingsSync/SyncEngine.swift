@@ -11,7 +11,9 @@ public import SettingsModel
 ///
 /// One task does everything, in a loop: connect, make the tables if missing, join (the first time), then push
 /// the queue and pull everything after the cursor, and wait for a hint (a local commit that queued something,
-/// a NOTIFY on a second connection) or ``SyncConfiguration/pullInterval``. Any failure closes the connections
+/// a NOTIFY on a second connection) or ``SyncConfiguration/pullInterval``. A polling broker
+/// (``SyncConfiguration/pollInterval``) instead closes its connection after each push and pull, and connects
+/// again after the interval or soon after a local commit. Any failure closes the connections
 /// and the loop starts again after a growing wait with jitter, up to ``SyncConfiguration/longestRetry``.
 /// Local service never waits for it.
 public final class SyncEngine: StoreSync {
@@ -117,6 +119,14 @@ public final class SyncEngine: StoreSync {
         while !Task.isCancelled {
             do {
                 try await session(store) { failures = 0 }
+                // Only a polling session returns: the next one comes after the interval, or a moment after a
+                // local commit queues a change.
+                if let interval = configuration.pollInterval {
+                    state.withLock { $0.phase = "polling" }
+                    await wake.wait(timeout: interval * Double.random(in: 1...1.25))
+                    try await Task.sleep(for: configuration.pollSettle)
+                    continue
+                }
             } catch is CancellationError {
                 break
             } catch {
@@ -180,7 +190,8 @@ public final class SyncEngine: StoreSync {
         try await bounded(database) { try await database.prepare() }
         try await bounded(database) { try await database.registerMachine() }
         connected()
-        let listener = Task { [wake, logger, configuration] in
+        let polling = configuration.pollInterval != nil
+        let listener = polling ? nil : Task { [wake, logger, configuration] in
             // A second connection for the hint; a failure here only means waiting for the periodic pull.
             do {
                 let listening = try await SyncDatabase.connect(configuration, password: password, logger: logger)
@@ -188,7 +199,7 @@ public final class SyncEngine: StoreSync {
                 try await listening.listen { wake.signal() }
             } catch {}
         }
-        defer { listener.cancel() }
+        defer { listener?.cancel() }
         if try await store.syncState("joined") == nil {
             try await join(store)
         }
@@ -207,6 +218,7 @@ public final class SyncEngine: StoreSync {
                 state.phase = "connected"
             }
             if queued > 0 { continue }
+            if polling { return }
             await wake.wait(timeout: configuration.pullInterval)
         }
         throw CancellationError()

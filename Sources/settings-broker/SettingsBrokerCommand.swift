@@ -127,6 +127,16 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
             valueName: "dir"))
     var syncDirectories: [String] = []
 
+    @Option(
+        help: ArgumentHelp(
+            """
+            Poll instead of listening: hold no connection to the database between syncs, and sync every so \
+            often (seconds, or minutes, hours or days with m, h or d; up to a quarter more at random), and soon \
+            after a local change. For fleets whose machines would be too many connections for one server; \
+            changes from elsewhere then take up to that long to arrive.
+            """, valueName: "interval"))
+    var syncPoll: String?
+
     @Option(help: "The sync scope in the database: one per user (default: default).")
     var syncScope: String = "default"
 
@@ -279,8 +289,8 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
     /// The sync configuration of the options; nil when sync is off (no --sync-url).
     func syncConfiguration() throws -> SyncConfiguration? {
         guard let syncUrl else {
-            guard syncDirectories.isEmpty, syncPasswordFile == nil else {
-                throw ValidationError("--sync-dir and --sync-password-file need --sync-url")
+            guard syncDirectories.isEmpty, syncPasswordFile == nil, syncPoll == nil else {
+                throw ValidationError("--sync-dir, --sync-password-file and --sync-poll need --sync-url")
             }
             return nil
         }
@@ -311,6 +321,13 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
             machineName: machineName ?? String(cString: hostName))
         configuration.scope = syncScope
         configuration.clockOffsetMilliseconds = syncClockOffset
+        if let syncPoll {
+            guard let seconds = Self.seconds(syncPoll), seconds > 0 else {
+                throw ValidationError(
+                    "--sync-poll takes a number of seconds, or of minutes, hours or days such as 5m; not '\(syncPoll)'")
+            }
+            configuration.pollInterval = .seconds(seconds)
+        }
         return configuration
     }
 

@@ -17,7 +17,7 @@ struct StatusCommand: AsyncParsableCommand {
             recovered-from-backup, recovered-empty or read-only), writable, durability, keys (user values), \
             schemas, unreadable, and when there is something to say problem, source, damaged-file, \
             damaged-backup, backup, backup-serial, backup-time (seconds since 1970) and restored; with sync on, \
-            sync-state (connected, offline or error), sync-queued, sync-last, sync-cursor, sync-error, \
+            sync-state (connected, polling, offline or error), sync-queued, sync-last, sync-cursor, sync-error, \
             sync-clamped-machines and sync-refused (settingsctl sync shows these alone). A broker without a \
             Status method (one whose Version property is older than the Status method) is reported with the number of \
             keys that have a value and 'store: not reported'. \

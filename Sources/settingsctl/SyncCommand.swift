@@ -12,8 +12,8 @@ struct SyncCommand: AsyncParsableCommand {
         commandName: "sync",
         abstract: "Print the state of the broker's sync across machines; with --follow, each time it changes.",
         discussion: """
-            The sync fields of the broker's Status: sync-state (connected, offline, error, starting or \
-            stopped), sync-machine, sync-database, sync-queued (changes waiting to be pushed), sync-last, \
+            The sync fields of the broker's Status: sync-state (connected, polling, offline, error, starting \
+            or stopped), sync-machine, sync-database, sync-queued (changes waiting to be pushed), sync-last, \
             sync-cursor, sync-error, sync-clamped-machines and sync-refused (remote changes this machine's \
             schemas refused). 'sync: off' when the broker does not sync. \
             To put back the store as it was before sync began, stop the broker and run \

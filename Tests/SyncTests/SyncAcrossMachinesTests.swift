@@ -117,6 +117,34 @@ struct SyncAcrossMachinesTests {
         }
     }
 
+    /// With `--sync-poll`, a broker holds no connection between syncs and listens for no hint: a write on A
+    /// still reaches B within about the interval, and the server shows no connection older than a sync.
+    @Test func pollingBrokersHoldNoConnectionBetweenSyncsAndStillAgree() async throws {
+        try await withMachines(["alpha", "beta"], extra: ["--sync-poll", "1"]) { postgres, machines in
+            let (a, b) = (machines[0], machines[1])
+            for round in 0..<4 {
+                // When: A writes. Then: B has it within a few intervals.
+                #expect(try await a.call("Set", ["/sync/poll", "<\(round)>"]).status == 0)
+                try await waitForAgreement(machines, key: "/sync/poll", expecting: "(<\(round)>,)", timeLimit: .seconds(15))
+                // And: the brokers' connections are at most one each, none listening, none older than a sync
+                // would keep it (a listening broker holds two from its start on, one of them listening).
+                let held = try await postgres.psql(
+                    """
+                    SELECT count(*), count(*) FILTER (WHERE query ILIKE 'LISTEN%'),
+                        coalesce(max(extract(epoch FROM now() - backend_start)), 0) < 3
+                    FROM pg_stat_activity WHERE datname = '\(postgres.database)' AND usename = '\(postgres.user)'
+                    """)
+                let fields = held.stdout.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "|")
+                #expect(fields.count == 3, "\(held.stdout) \(held.stderr)")
+                if fields.count == 3 {
+                    #expect((Int(fields[0]) ?? 9) <= 2 && fields[1] == "0" && fields[2] == "t", "round \(round): \(held.stdout)")
+                }
+            }
+            let state = try await statusField(b, "sync-state")
+            #expect(state == "<'polling'>" || state == "<'connected'>", "\(String(describing: state))")
+        }
+    }
+
     @Test func secretAndMachineLocalKeysNeverReachTheDatabase() async throws {
         try await withMachines(["alpha", "beta"]) { postgres, machines in
             let a = machines[0]
