@@ -42,7 +42,13 @@ public final class TestPostgres: Sendable {
             : nil
     }
 
-    private init(directory: URL, binaries: URL, port: Int, password: String, runAsNobody: Bool, tls: Bool) {
+    /// The most connections the server takes (`max_connections`).
+    public let maxConnections: Int
+
+    private init(
+        directory: URL, binaries: URL, port: Int, password: String, runAsNobody: Bool, tls: Bool, maxConnections: Int
+    ) {
+        self.maxConnections = maxConnections
         self.directory = directory
         self.binaries = binaries
         self.port = port
@@ -81,9 +87,10 @@ public final class TestPostgres: Sendable {
     /// - Parameter tls: with true, the server has a self-signed certificate (made with `openssl` in the folder)
     ///   and takes TCP connections only over TLS (`hostssl` in `pg_hba.conf`); a client asks for it with
     ///   `?sslmode=require`.
+    /// - Parameter maxConnections: the server's `max_connections` (three of them kept for the superuser).
     /// - Throws: ``TestProcess/Failure`` when PostgreSQL is not installed (naming the package) or the server
     ///   does not come up, with its log.
-    public static func start(tls: Bool = false) async throws -> TestPostgres {
+    public static func start(tls: Bool = false, maxConnections: Int = 100) async throws -> TestPostgres {
         guard let binaries = findBinaries() else {
             throw TestProcess.Failure(description: unavailableReason ?? "initdb is missing")
         }
@@ -103,7 +110,7 @@ public final class TestPostgres: Sendable {
         let port = try freeLoopbackPort()
         let server = TestPostgres(
             directory: directory, binaries: binaries, port: port, password: password, runAsNobody: runAsNobody,
-            tls: tls)
+            tls: tls, maxConnections: maxConnections)
         do {
             try await server.initialize()
             return server
@@ -153,7 +160,7 @@ public final class TestPostgres: Sendable {
     /// The options `pg_ctl` starts the server with.
     private var serverOptions: String {
         var options = "-c listen_addresses=127.0.0.1 -p \(port) -k \(socketDirectory.path) -c fsync=off "
-            + "-c max_connections=100 -c shared_buffers=16MB"
+            + "-c max_connections=\(maxConnections) -c shared_buffers=16MB"
         if tls {
             options += " -c ssl=on -c ssl_cert_file=\(certificate.path) -c ssl_key_file=\(certificateKey.path)"
         }

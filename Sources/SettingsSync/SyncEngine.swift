@@ -435,7 +435,8 @@ final class Wake: Sendable {
     /// Waits for a signal or until `timeout` has passed.
     func wait(timeout: Duration) async {
         let timer = Task { [weak self] in
-            try? await Task.sleep(for: timeout)
+            // Cancelled once the wait is over: it must not signal then, or the next wait would end at once.
+            do { try await Task.sleep(for: timeout) } catch { return }
             self?.signal()
         }
         defer { timer.cancel() }

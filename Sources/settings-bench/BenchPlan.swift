@@ -32,6 +32,13 @@ struct BenchPlan: Sendable {
     var bigDirectoryKeys: Int
     var bigReads: Int
     var bigResets: Int
+    /// Sync: keys a machine joining finds in the database; brokers on one server; changes timed to all of
+    /// them in each mode; how long nothing changes while the server's load is read; the polling interval.
+    var firstSyncKeys = 10_000
+    var syncMachines = 50
+    var syncChanges = 5
+    var syncIdleSeconds = 30.0
+    var syncPollSeconds = 5
 
     /// The full run: about three minutes on two cores.
     static let full = BenchPlan(
@@ -46,5 +53,6 @@ struct BenchPlan: Sendable {
         roundTrips: 20, warmUp: 2, cachedReadBatches: 10, durableWrites: 5, deliveries: 3,
         fanOuts: [2, 3], fanOutWrites: 2, writerCounts: [1, 2], writerSeconds: 0.3,
         storeSizes: [100, 1_000], writesPerSize: 3, startsPerSize: 1, loopSeconds: 5,
-        directoryStoreKeys: 1_000, directoryReads: 5, quietGets: 10, bigDirectoryKeys: 500, bigReads: 2, bigResets: 1)
+        directoryStoreKeys: 1_000, directoryReads: 5, quietGets: 10, bigDirectoryKeys: 500, bigReads: 2, bigResets: 1,
+        firstSyncKeys: 300, syncMachines: 3, syncChanges: 2, syncIdleSeconds: 2, syncPollSeconds: 1)
 }

@@ -177,6 +177,8 @@ struct BenchReport {
                     dconf: "—", ratio: "\(Format.ratio(a.startWith.p50, a.startWithout.p50)) none"))
         }
 
+        if let sync = r.sync { rows += syncRows(sync) }
+
         var text = "| measure | SettingsBus | dconf | ratio | target | met? |\n| --- | --- | --- | --- | --- | --- |\n"
         for row in rows {
             let met = row.met.map { $0 ? "yes" : "**no**" } ?? (row.target.isEmpty ? "" : "n/a")
@@ -184,8 +186,42 @@ struct BenchReport {
             text += "| \(row.measure) | \(row.settingsBus) | \(dconf) | \(row.ratio) | \(row.target) | \(met) |\n"
         }
         if let dconfMissing { text += "\ndconf was not measured: \(dconfMissing)\n" }
+        if let syncMissing = r.syncMissing { text += "\nsync was not measured: \(syncMissing)\n" }
         if isSmoke { text += "\nSmoke run: the counts are too small for the figures to mean anything.\n" }
         return text
+    }
+
+    /// Sync across machines (dconf has no such thing).
+    private func syncRows(_ sync: SyncRun) -> [Row] {
+        var rows: [Row] = []
+        let syncRatio = sync.syncDelivery.p50.flatMap { remote in sync.localDelivery.p50.map { remote / $0 } }
+        rows.append(
+            Row(
+                measure: "sync: write on A → value in a stream on B, through PostgreSQL / on A's own bus, p50 / p99",
+                settingsBus: "\(Format.percentiles(sync.syncDelivery)) / \(Format.percentiles(sync.localDelivery))",
+                dconf: "—", ratio: "\(Format.ratio(sync.syncDelivery.p50, sync.localDelivery.p50)) local",
+                target: "p50 ≤ 3× local", met: syncRatio.map { $0 <= 3 }))
+        rows.append(
+            Row(
+                measure: "sync: a machine joining a database of \(count(sync.firstSyncKeys)): start → all in its store",
+                settingsBus: Format.duration(sync.firstSync), dconf: "—"))
+        for scale in [sync.listening, sync.polling].compactMap({ $0 }) {
+            rows.append(
+                Row(
+                    measure: "sync, \(sync.machines) brokers \(scale.mode): one change → all others have it, p50 / max",
+                    settingsBus: "\(Format.duration(scale.reachAll.p50)) / \(Format.duration(scale.reachAll.max))",
+                    dconf: "—"))
+            if let idle = scale.idle {
+                rows.append(
+                    Row(
+                        measure: "… the server: most connections held; while quiet, CPU / transactions / sessions per minute",
+                        settingsBus: String(
+                            format: "%d; %.0f ms / %.0f / %.0f", scale.mostConnections, idle.cpuMillisecondsPerMinute,
+                            idle.transactionsPerMinute, idle.sessionsPerMinute),
+                        dconf: "—"))
+            }
+        }
+        return rows
     }
 
     private func halfOfDconf(_ measure: String, _ mine: Samples, _ theirs: Samples, target: Bool) -> Row {

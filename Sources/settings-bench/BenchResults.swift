@@ -35,6 +35,9 @@ struct BenchResults: Sendable {
     /// Directory operations against the store's size.
     var directories: DirectoryRun?
     var administrator: AdministratorRun?
+    /// Sync across machines, or why it was not measured.
+    var sync: SyncRun?
+    var syncMissing: String?
 }
 
 /// Concurrent writer processes writing distinct keys for a fixed time.
@@ -93,4 +96,36 @@ struct AdministratorRun: Sendable {
     var getWith = Samples()
     var getWithout = Samples()
     var getLocked = Samples()
+}
+
+/// Sync across machines through one PostgreSQL server.
+struct SyncRun: Sendable {
+    /// The brokers of the scale measurements, and the keys of the first sync.
+    var machines: Int
+    var firstSyncKeys: Int
+    /// One write on A, timed to a subscriber on A's bus and to one on B's.
+    var localDelivery = Samples()
+    var syncDelivery = Samples()
+    /// A machine joining: from its start until it has every key, in nanoseconds.
+    var firstSync: Double?
+    var listening: ScaleRun?
+    var polling: ScaleRun?
+}
+
+/// The brokers on one server, in one mode.
+struct ScaleRun: Sendable {
+    var mode: String
+    /// One change on one machine until every other has announced it.
+    var reachAll = Samples()
+    /// The most connections the server held for the brokers.
+    var mostConnections = 0
+    /// The server's load while nothing changed.
+    var idle: IdleLoad?
+}
+
+/// A server's load over a quiet time, per minute.
+struct IdleLoad: Sendable {
+    var cpuMillisecondsPerMinute: Double
+    var transactionsPerMinute: Double
+    var sessionsPerMinute: Double
 }

@@ -42,7 +42,10 @@ struct SettingsBenchCommand: AsyncParsableCommand {
 
     @Option(
         parsing: .upToNextOption,
-        help: "Run only these parts: basics, delivery, writers, sizes, directories, administrator (the table then has gaps).")
+        help: """
+            Run only these parts: basics, delivery, writers, sizes, directories, administrator, sync (the \
+            table then has gaps).
+            """)
     var only: [String] = []
 
     @Option(help: .hidden)
@@ -105,10 +108,10 @@ struct SettingsBenchCommand: AsyncParsableCommand {
     }
 
     func validate() throws {
-        let parts: Set = ["basics", "delivery", "writers", "sizes", "directories", "administrator"]
+        let parts: Set = ["basics", "delivery", "writers", "sizes", "directories", "administrator", "sync"]
         if let unknown = only.first(where: { !parts.contains($0) }) {
             throw ValidationError(
-                "unknown part '\(unknown)'; use basics, delivery, writers, sizes, directories or administrator")
+                "unknown part '\(unknown)'; use basics, delivery, writers, sizes, directories, administrator or sync")
         }
     }
 
@@ -118,13 +121,15 @@ struct SettingsBenchCommand: AsyncParsableCommand {
         let bench = try await Bench.prepare(plan: plan)
         if let missing = bench.dconfMissing { progress("dconf is not measured: \(missing)") }
         do {
-            let parts = only.isEmpty ? ["basics", "delivery", "writers", "sizes", "directories", "administrator"] : only
+            let parts =
+                only.isEmpty ? ["basics", "delivery", "writers", "sizes", "directories", "administrator", "sync"] : only
             if parts.contains("basics") { try await bench.measureBasics() }
             if parts.contains("delivery") { try await bench.measureDelivery() }
             if parts.contains("writers") { try await bench.measureWriters() }
             if parts.contains("sizes") { try await bench.measureSizes() }
             if parts.contains("directories") { try await bench.measureDirectories() }
             if parts.contains("administrator") { try await bench.measureAdministrator() }
+            if parts.contains("sync") { try await bench.measureSync() }
         } catch {
             progress("failed: \(error)")
             await bench.finish()

@@ -145,6 +145,23 @@ struct SyncAcrossMachinesTests {
         }
     }
 
+    /// Between syncs a listening broker waits for a hint: with nothing written for two seconds, the brokers
+    /// take a small part of a CPU (a wait that ended at once after each hint once made every broker pull in a
+    /// loop, hundreds of times a second, taking all the CPU it could).
+    @Test func idleBrokersWaitForAHintInsteadOfPullingInALoop() async throws {
+        try await withMachines(["alpha", "beta"]) { _, machines in
+            #expect(try await machines[0].call("Set", ["/sync/idle", "<1>"]).status == 0)
+            try await waitForAgreement(machines, key: "/sync/idle", expecting: "(<1>,)")
+            let cpuBefore = machines.map { cpuMilliseconds(of: $0.broker.pid) }
+            // Nothing writes: no Changed comes, and the time limit is the quiet time measured.
+            try await waitForChanged(on: machines, timeLimit: .seconds(2))
+            for (index, machine) in machines.enumerated() {
+                let used = cpuMilliseconds(of: machine.broker.pid) - cpuBefore[index]
+                #expect(used < 250, "\(machine.name) used \(used) ms of CPU in two quiet seconds")
+            }
+        }
+    }
+
     @Test func secretAndMachineLocalKeysNeverReachTheDatabase() async throws {
         try await withMachines(["alpha", "beta"]) { postgres, machines in
             let a = machines[0]
@@ -313,6 +330,16 @@ extension Sequence {
         for element in self { results.append(try await transform(element)) }
         return results
     }
+}
+
+/// The CPU time a process has used so far (`utime` + `stime` of `/proc/PID/stat`), in milliseconds.
+func cpuMilliseconds(of pid: Int32) -> Double {
+    guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+        let close = text.lastIndex(of: ")")
+    else { return 0 }
+    let fields = text[text.index(close, offsetBy: 2)...].split(separator: " ")
+    guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+    return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK))) * 1000
 }
 
 /// A sync test's wait that ran out, with what it saw.
