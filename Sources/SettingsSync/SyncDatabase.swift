@@ -148,57 +148,57 @@ struct SyncDatabase: Sendable {
             """, logger: logger)
     }
 
-    /// Pushes changes in one transaction; returns the version each got (a clock ahead of the database's `now()`
-    /// by more than the bound is clamped to `now()` + bound) and whether any was clamped.
+    /// Pushes changes in one statement (one round trip, one transaction); returns the version each got (a
+    /// clock ahead of the database's `now()` by more than the bound is clamped to `now()` + bound) and whether
+    /// any was clamped.
+    ///
+    /// The statement bumps the scope's revision first: the row's lock, held until the commit, serialises the
+    /// pushes of a scope, so revisions are gapless in commit order. Values are upserted only where the pushed
+    /// version is newer; a clamped push records the machine; the NOTIFY goes out at the commit.
     func push(_ changes: [SyncChange]) async throws -> (versions: [SyncVersion], clamped: Bool) {
         let scope = configuration.scope
         let machine = configuration.machineID
         let bound = configuration.clockBoundMilliseconds
-        return try await connection.withTransaction(logger: logger) { db in
-            var revision: Int64 = 0
-            for try await (value) in try await db.query(
-                "UPDATE settingsbus_scope SET revision = revision + 1 WHERE scope = \(scope) RETURNING revision",
-                logger: logger
-            ).decode(Int64.self) { revision = value }
-            var nowMilliseconds: Int64 = 0
-            for try await (value) in try await db.query(
-                "SELECT (extract(epoch FROM now()) * 1000)::bigint", logger: logger
-            ).decode(Int64.self) { nowMilliseconds = value }
-            let limit = UInt64(max(0, nowMilliseconds + bound)) << 16
-            var versions: [SyncVersion] = []
-            var clamped = false
-            for change in changes {
-                var version = change.version
-                if version.clock > limit {
-                    version.clock = limit
-                    clamped = true
-                }
-                versions.append(version)
-            }
-            try await db.query(
-                """
-                INSERT INTO settingsbus_value AS old (scope, key, type, value, deleted, hlc, machine, revision)
-                SELECT \(scope), k, t, v, d, h, m, \(revision)
-                FROM unnest(\(changes.map(\.key.rawValue))::text[], \(changes.map { $0.value?.type.signatureText ?? "" })::text[],
+        let rows = try await connection.query(
+            """
+            WITH rev AS (
+                UPDATE settingsbus_scope SET revision = revision + 1 WHERE scope = \(scope)
+                RETURNING revision, ((extract(epoch FROM now()) * 1000)::bigint + \(bound)) << 16 AS newest
+            ), pushed AS (
+                SELECT k, t, v, d, least(h, (SELECT newest FROM rev)) AS h, h AS asked, m
+                FROM unnest(\(changes.map(\.key.rawValue))::text[],
+                    \(changes.map { $0.value?.type.signatureText ?? "" })::text[],
                     \(changes.map { $0.value.map { GVariantText.format($0) } ?? "" })::text[],
-                    \(changes.map { $0.value == nil })::boolean[], \(versions.map { Int64(bitPattern: $0.clock) })::bigint[],
-                    \(versions.map(\.machine))::text[]) AS pushed (k, t, v, d, h, m)
+                    \(changes.map { $0.value == nil })::boolean[],
+                    \(changes.map { Int64(bitPattern: $0.version.clock) })::bigint[],
+                    \(changes.map(\.version.machine))::text[]) AS p (k, t, v, d, h, m)
+            ), upserted AS (
+                INSERT INTO settingsbus_value AS old (scope, key, type, value, deleted, hlc, machine, revision)
+                SELECT \(scope), k, t, v, d, h, m, (SELECT revision FROM rev) FROM pushed
                 ON CONFLICT (scope, key) DO UPDATE SET type = excluded.type, value = excluded.value,
                     deleted = excluded.deleted, hlc = excluded.hlc, machine = excluded.machine,
                     revision = excluded.revision
                 WHERE (old.hlc, old.machine COLLATE "C") < (excluded.hlc, excluded.machine COLLATE "C")
-                """, logger: logger)
-            if clamped {
-                try await db.query(
-                    """
-                    UPDATE settingsbus_machine SET clock_clamped_at = now(), clamped_by = \(
-                        Int64(changes.map { Int64($0.version.clock >> 16) }.max() ?? 0) - nowMilliseconds)
-                    WHERE machine = \(machine)
-                    """, logger: logger)
-            }
-            try await db.query("SELECT pg_notify(\(Self.channel), \(scope))", logger: logger)
-            return (versions, clamped)
+            ), marked AS (
+                UPDATE settingsbus_machine SET clock_clamped_at = now(),
+                    clamped_by = (SELECT max(asked >> 16) FROM pushed) - ((SELECT newest FROM rev) >> 16) + \(bound)
+                WHERE machine = \(machine) AND EXISTS (SELECT 1 FROM pushed WHERE asked > h)
+            )
+            SELECT revision, newest, pg_notify(\(Self.channel), \(scope))::text FROM rev
+            """, logger: logger)
+        var newest: Int64?
+        for try await (_, limit, _) in rows.decode((Int64, Int64, String).self) { newest = limit }
+        guard let newest else {
+            throw SyncRefusal(description: "the sync database has no row for the scope '\(scope)'")
         }
+        let limit = UInt64(max(0, newest))
+        var clamped = false
+        let versions = changes.map { change in
+            guard change.version.clock > limit else { return change.version }
+            clamped = true
+            return SyncVersion(clock: limit, machine: change.version.machine)
+        }
+        return (versions, clamped)
     }
 
     /// The rows after `cursor`, in revision order, at most `limit` (all rows of the last revision, so that the
