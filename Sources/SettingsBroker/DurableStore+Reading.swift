@@ -369,14 +369,12 @@ struct CommittedState {
                     continue
                 }
             }
-            let rest = key.utf8.dropFirst(prefix.utf8.count)
-            if let slash = rest.firstIndex(of: UInt8(ascii: "/")) {
-                let name = String(decoding: rest[..<slash], as: UTF8.self)
-                body(name + "/")
+            let child = directory.childName(holding: key)
+            body(child)
+            if child.hasSuffix("/") {
                 // Everything below `prefix + name + "/"` sorts before `prefix + name + "0"`.
-                cursor = KeyCursor(orders, from: ReadResume(text: prefix + name + "0", inclusive: true))
+                cursor = KeyCursor(orders, from: ReadResume(text: prefix + child.dropLast() + "0", inclusive: true))
             } else {
-                body(String(decoding: rest, as: UTF8.self))
                 cursor.advance(past: key, orders)
             }
             taken += 1

@@ -94,17 +94,7 @@ public struct AdministratorLayer: Sendable, Equatable {
     /// The direct children of a directory that its defaults name, as `List` names them: key names, and
     /// subdirectory names ending in `/`.
     public func children(of directory: SettingDirectory) -> Set<String> {
-        var names: Set<String> = []
-        let prefix = directory.rawValue.utf8.count
-        for key in defaults.keys where directory.contains(key) {
-            let rest = key.rawValue.utf8.dropFirst(prefix)
-            if let slash = rest.firstIndex(of: UInt8(ascii: "/")) {
-                names.insert(String(decoding: rest[..<slash], as: UTF8.self) + "/")
-            } else {
-                names.insert(String(decoding: rest, as: UTF8.self))
-            }
-        }
-        return names
+        Set(defaults.keys.lazy.filter(directory.contains).map { directory.childName(holding: $0.rawValue) })
     }
 
     /// Whether the file name is one the layer reads: not hidden, not a backup (`~`), and in `defaults.d/`

@@ -70,6 +70,16 @@ public struct SettingDirectory: Sendable, Hashable {
         directory.rawValue.utf8.starts(with: rawValue.utf8)
     }
 
+    /// The name of the child of this directory that holds a key below it: the key's next segment, with a
+    /// trailing `/` when that segment is a directory (as `List` names children).
+    ///
+    /// - Parameter key: a key's text that starts with this directory's.
+    public func childName(holding key: String) -> String {
+        let rest = key.utf8.dropFirst(rawValue.utf8.count)
+        guard let slash = rest.firstIndex(of: SettingPathGrammar.slash) else { return String(decoding: rest, as: UTF8.self) }
+        return String(decoding: rest[..<slash], as: UTF8.self) + "/"
+    }
+
     /// Returns the key of a direct child of this directory.
     ///
     /// - Parameter name: One segment, such as `theme`.

@@ -23,12 +23,9 @@ extension Bench {
         try FileManager.default.createDirectory(at: store, withIntermediateDirectories: true)
 
         func configure(layer: URL?) throws {
-            try broker.configure(
-                command: [
-                    brokerExecutable, "--bus", bus.address, "--store", store.appendingPathComponent("settings.db").path,
-                    "--admin-dir", (layer ?? empty).path,
-                ],
-                log: folder.appendingPathComponent("broker.log"))
+            try configureBroker(
+                store: store.appendingPathComponent("settings.db"), log: folder.appendingPathComponent("broker.log"),
+                arguments: ["--admin-dir", (layer ?? empty).path])
         }
         var run = AdministratorRun(keys: Self.administratorKeys, locks: Self.administratorLocks)
         let userKey = "/bench/administrator/user"

@@ -127,9 +127,13 @@ final class Bench {
         let directory = root.appendingPathComponent("stores/\(name)")
         try? FileManager.default.removeItem(at: directory)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        try configureBroker(store: directory.appendingPathComponent("settings.db"), log: directory.appendingPathComponent("broker.log"))
+    }
+
+    /// Points the broker's activation at `store`, with `arguments` added to its command line.
+    func configureBroker(store: URL, log: URL, arguments: [String] = []) throws {
         try broker.configure(
-            command: [brokerExecutable, "--bus", bus.address, "--store", directory.appendingPathComponent("settings.db").path],
-            log: directory.appendingPathComponent("broker.log"))
+            command: [brokerExecutable, "--bus", bus.address, "--store", store.path] + arguments, log: log)
     }
 
     /// Stops dconf-service and removes its database, so that the next write starts from an empty one.
