@@ -29,16 +29,26 @@ struct SyncTLSTests {
     }
 
     /// Without `sslrootcert`, verify-full trusts the system's certificate authorities, which do not hold the
-    /// test's: the broker says the certificate was not trusted, and serves its own writes all the same.
+    /// test's: the broker says the certificate was not trusted, and serves its own writes all the same. So
+    /// with the authority of another server as `sslrootcert`.
     @Test func verifyFullWithTheSystemsAuthoritiesRefusesTheServerAndLocalWritesGoOn() async throws {
+        let folder = try storeFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let otherAuthority = try await makeAuthority(in: folder)
         try await withCheckedServer { postgres, start in
             let machine = try await start("system", checkedURL(postgres, host: "localhost", mode: "verify-full"))
+            let other = try await start(
+                "other", postgres.url(host: "localhost") + "?sslmode=verify-full&sslrootcert=\(otherAuthority)")
             try await waitForStatus(machine, "sync-state", "<'error'>")
             let error = try await statusField(machine, "sync-error") ?? ""
             #expect(error.contains("certificate was not trusted"), "\(error)")
             #expect(error.contains("system's trusted certificate authorities"), "\(error)")
             #expect(try await machine.call("Set", ["/sync/local", "<1>"]).status == 0)
             #expect(try await machine.get("/sync/local") == "(<1>,)")
+            try await waitForStatus(other, "sync-state", "<'error'>")
+            let otherError = try await statusField(other, "sync-error") ?? ""
+            #expect(otherError.contains("certificate was not trusted"), "\(otherError)")
+            #expect(otherError.contains("sslrootcert \(otherAuthority)"), "\(otherError)")
             let rows = try await postgres.psql("select count(*) from settingsbus_value")
             #expect(rows.status != 0 || rows.stdout.hasPrefix("0"), "\(rows.stdout)")
         }
@@ -115,13 +125,7 @@ struct SyncURLTLSTests {
     @Test func theModesAndTheAuthorityFileAreReadAndShown() async throws {
         let folder = try storeFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
-        let authority = folder.appendingPathComponent("ca.pem").path
-        let made = try await TestProcess.run(
-            "/usr/bin/openssl",
-            ["req", "-x509", "-new", "-days", "1", "-nodes", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-             "-subj", "/CN=test authority", "-keyout", folder.appendingPathComponent("ca.key").path, "-out", authority],
-            timeLimit: .seconds(30))
-        #expect(made.status == 0, "\(made.stderr)")
+        let authority = try await makeAuthority(in: folder)
         let full = try DatabaseAddress(url: "postgres://me@db.example/s?sslmode=verify-full&sslrootcert=\(authority)")
         #expect(full.sslMode == "verify-full" && full.rootCertificateFile == authority)
         #expect(full.description == "postgres://me@db.example:5432/s?sslmode=verify-full&sslrootcert=\(authority)")
@@ -136,6 +140,19 @@ struct SyncURLTLSTests {
             _ = try DatabaseAddress(url: "postgres://me@db.example/s?sslmode=verify-everything")
         }
     }
+}
+
+/// Makes a certificate authority of its own in `folder` with `openssl` and returns the path of its PEM file.
+func makeAuthority(in folder: URL) async throws -> String {
+    let authority = folder.appendingPathComponent("other-ca.pem").path
+    let made = try await TestProcess.run(
+        "/usr/bin/openssl",
+        ["req", "-x509", "-new", "-days", "1", "-nodes", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+         "-subj", "/CN=another test authority", "-keyout", folder.appendingPathComponent("other-ca.key").path,
+         "-out", authority],
+        timeLimit: .seconds(30))
+    guard made.status == 0 else { throw SyncTestFailure(description: "openssl failed: \(made.stderr)") }
+    return authority
 }
 
 /// The URL of `postgres` at `host` with `sslmode=mode`, and the server's certificate authority as
