@@ -245,7 +245,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SyncTests",
-            dependencies: ["SettingsBus", "SettingsModel", "DBus", "SettingsBusTesting"],
+            dependencies: ["SettingsBus", "SettingsModel", "SettingsSync", "DBus", "SettingsBusTesting"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

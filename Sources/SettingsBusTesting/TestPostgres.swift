@@ -32,8 +32,19 @@ public final class TestPostgres: Sendable {
     public let database = "settings"
     private let stopped = StopFlag()
     private let runAsNobody: Bool
-    /// Whether the server takes TCP connections only over TLS (``start(tls:)``).
+    /// Whether the server takes TCP connections only over TLS (``start(tls:)``, ``start(certificate:)``).
     public let tls: Bool
+    /// The server's certificate, nil without TLS.
+    public let certificate: Certificate?
+
+    /// The certificate of a server that takes TCP connections only over TLS.
+    public enum Certificate: Sendable, Equatable {
+        /// Self-signed, for `CN=127.0.0.1`: trusted by no one, for `sslmode=require`.
+        case selfSigned
+        /// Signed by a certificate authority made for this server alone (``certificateAuthorityFile``), naming
+        /// the subjectAltNames given, such as `DNS:localhost` or `IP:127.0.0.1`.
+        case signedByTestAuthority(names: [String])
+    }
 
     /// Why the sync tests cannot run here, or nil when `initdb` is installed.
     public static var unavailableReason: String? {
@@ -46,7 +57,8 @@ public final class TestPostgres: Sendable {
     public let maxConnections: Int
 
     private init(
-        directory: URL, binaries: URL, port: Int, password: String, runAsNobody: Bool, tls: Bool, maxConnections: Int
+        directory: URL, binaries: URL, port: Int, password: String, runAsNobody: Bool, certificate: Certificate?,
+        maxConnections: Int
     ) {
         self.maxConnections = maxConnections
         self.directory = directory
@@ -54,7 +66,8 @@ public final class TestPostgres: Sendable {
         self.port = port
         self.password = password
         self.runAsNobody = runAsNobody
-        self.tls = tls
+        self.tls = certificate != nil
+        self.certificate = certificate
     }
 
     /// The folder holding the cluster.
@@ -67,7 +80,18 @@ public final class TestPostgres: Sendable {
     public var logFile: URL { directory.appendingPathComponent("server.log") }
 
     /// A libpq-style URL of ``database`` as ``user`` over the loopback port, without the password.
-    public var url: String { "postgres://\(user)@127.0.0.1:\(port)/\(database)" }
+    public var url: String { url(host: "127.0.0.1") }
+
+    /// A libpq-style URL of ``database`` as ``user`` on ``port`` of `host` (a name or address of the loopback
+    /// interface: `localhost`, `127.0.0.1`), without the password.
+    public func url(host: String) -> String { "postgres://\(user)@\(host):\(port)/\(database)" }
+
+    /// The PEM file of the certificate authority that signed the server's certificate (readable by everyone),
+    /// for `sslrootcert`; nil unless the server was started with ``Certificate/signedByTestAuthority(names:)``.
+    public var certificateAuthorityFile: URL? {
+        guard case .signedByTestAuthority = certificate else { return nil }
+        return directory.appendingPathComponent("ca.crt")
+    }
 
     /// Finds the newest installed PostgreSQL's binaries.
     static func findBinaries() -> URL? {
@@ -91,6 +115,16 @@ public final class TestPostgres: Sendable {
     /// - Throws: ``TestProcess/Failure`` when PostgreSQL is not installed (naming the package) or the server
     ///   does not come up, with its log.
     public static func start(tls: Bool = false, maxConnections: Int = 100) async throws -> TestPostgres {
+        try await start(certificate: tls ? .selfSigned : nil, maxConnections: maxConnections)
+    }
+
+    /// Makes a cluster and starts the server as ``start(tls:maxConnections:)`` does, taking TCP connections
+    /// only over TLS with `certificate` (none: without TLS).
+    ///
+    /// With ``Certificate/signedByTestAuthority(names:)``, a client that checks the certificate names
+    /// ``certificateAuthorityFile`` (`?sslmode=verify-full&sslrootcert=...`) and connects to a host the
+    /// certificate names.
+    public static func start(certificate: Certificate?, maxConnections: Int = 100) async throws -> TestPostgres {
         guard let binaries = findBinaries() else {
             throw TestProcess.Failure(description: unavailableReason ?? "initdb is missing")
         }
@@ -110,7 +144,7 @@ public final class TestPostgres: Sendable {
         let port = try freeLoopbackPort()
         let server = TestPostgres(
             directory: directory, binaries: binaries, port: port, password: password, runAsNobody: runAsNobody,
-            tls: tls, maxConnections: maxConnections)
+            certificate: certificate, maxConnections: maxConnections)
         do {
             try await server.initialize()
             return server
@@ -141,7 +175,11 @@ public final class TestPostgres: Sendable {
         \(tls ? "hostssl" : "host") all all 127.0.0.1/32 scram-sha-256
 
         """.write(to: dataDirectory.appendingPathComponent("pg_hba.conf"), atomically: false, encoding: .utf8)
-        if tls { try await makeCertificate() }
+        switch certificate {
+        case .selfSigned: try await makeSelfSignedCertificate()
+        case .signedByTestAuthority(let names): try await makeCertificateSignedByTestAuthority(names: names)
+        case nil: break
+        }
         let started = try await runServerTool(
             "pg_ctl", ["-D", dataDirectory.path, "-l", logFile.path, "-o", serverOptions, "-w", "-t", "60", "start"])
         guard started.status == 0 else {
@@ -162,23 +200,64 @@ public final class TestPostgres: Sendable {
         var options = "-c listen_addresses=127.0.0.1 -p \(port) -k \(socketDirectory.path) -c fsync=off "
             + "-c max_connections=\(maxConnections) -c shared_buffers=16MB"
         if tls {
-            options += " -c ssl=on -c ssl_cert_file=\(certificate.path) -c ssl_key_file=\(certificateKey.path)"
+            options += " -c ssl=on -c ssl_cert_file=\(certificateFile.path) -c ssl_key_file=\(certificateKey.path)"
         }
         return options
     }
 
-    private var certificate: URL { directory.appendingPathComponent("server.crt") }
+    private var certificateFile: URL { directory.appendingPathComponent("server.crt") }
     private var certificateKey: URL { directory.appendingPathComponent("server.key") }
 
     /// A self-signed certificate for 127.0.0.1, its key readable by the server's user alone.
-    private func makeCertificate() async throws {
-        let made = try await TestProcess.run(
-            "/usr/bin/openssl",
+    private func makeSelfSignedCertificate() async throws {
+        try await openssl(
             ["req", "-new", "-x509", "-days", "2", "-nodes", "-newkey", "rsa:2048", "-subj", "/CN=127.0.0.1",
-             "-keyout", certificateKey.path, "-out", certificate.path],
-            timeLimit: .seconds(60))
+             "-keyout", certificateKey.path, "-out", certificateFile.path])
+        giveToServer()
+    }
+
+    /// A certificate authority of this folder (`ca.crt`, readable by everyone; its key `ca.key`, by root alone)
+    /// and a certificate of the server it signs, naming `names` as subjectAltNames and nothing else (the
+    /// common name `SettingsBus test server` is no host name).
+    private func makeCertificateSignedByTestAuthority(names: [String]) async throws {
+        let authority = directory.appendingPathComponent("ca.crt")
+        let authorityKey = directory.appendingPathComponent("ca.key")
+        let request = directory.appendingPathComponent("server.csr")
+        let extensions = directory.appendingPathComponent("server.ext")
+        let key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        try await openssl(
+            ["req", "-x509", "-new", "-days", "2"] + key
+                + ["-subj", "/CN=SettingsBus test authority", "-addext", "basicConstraints=critical,CA:TRUE",
+                   "-addext", "keyUsage=critical,keyCertSign,cRLSign", "-keyout", authorityKey.path,
+                   "-out", authority.path])
+        try await openssl(
+            ["req", "-new"] + key
+                + ["-subj", "/CN=SettingsBus test server", "-keyout", certificateKey.path, "-out", request.path])
+        try """
+        subjectAltName=\(names.joined(separator: ","))
+        basicConstraints=critical,CA:FALSE
+        keyUsage=critical,digitalSignature,keyEncipherment
+        extendedKeyUsage=serverAuth
+
+        """.write(to: extensions, atomically: false, encoding: .utf8)
+        let serial = "0x" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16)
+        try await openssl(
+            ["x509", "-req", "-in", request.path, "-CA", authority.path, "-CAkey", authorityKey.path,
+             "-set_serial", serial, "-days", "2", "-extfile", extensions.path, "-out", certificateFile.path])
+        _ = chmod(authorityKey.path, 0o600)
+        _ = chmod(authority.path, 0o644)
+        giveToServer()
+    }
+
+    /// Runs `openssl` with `arguments`.
+    private func openssl(_ arguments: [String]) async throws {
+        let made = try await TestProcess.run("/usr/bin/openssl", arguments, timeLimit: .seconds(60))
         guard made.status == 0 else { throw TestProcess.Failure(description: "openssl failed: \(made.stderr)") }
-        for file in [certificate, certificateKey] {
+    }
+
+    /// Gives the server's certificate and key to the server's user, the key readable by it alone.
+    private func giveToServer() {
+        for file in [certificateFile, certificateKey] {
             if runAsNobody { _ = chown(file.path, 65534, 65534) }
             _ = chmod(file.path, file == certificateKey ? 0o600 : 0o644)
         }

@@ -108,8 +108,11 @@ public struct SyncConfigurationError: Error, CustomStringConvertible, Sendable {
 ///
 /// The URL carries no password (the broker refuses one: it would be on the command line and in the process
 /// list). `host` may also be given as the query parameter `host=/path/to/socket/folder`, a unix socket.
-/// `sslmode` is `disable` (the default), `require` (TLS, the server's certificate not checked) or
-/// `verify-full` (TLS, the certificate checked against the system's roots and the host name).
+/// `sslmode` is `disable` (the default), `require` (TLS, the server's certificate not checked), `verify-ca`
+/// (TLS, the certificate checked against the trusted roots, not the host name) or `verify-full` (TLS, the
+/// certificate checked against the trusted roots and the URL's host name). The trusted roots are the system's,
+/// or those of `sslrootcert=/path/to/ca.pem` (PEM certificates, read when the URL is read, so that a file
+/// that cannot be used stops the broker at start); as with libpq, `require` with `sslrootcert` is `verify-ca`.
 public struct DatabaseAddress: Sendable, Hashable, CustomStringConvertible {
     /// The host name or address, nil when ``socketFolder`` is set.
     public var host: String?
@@ -121,13 +124,16 @@ public struct DatabaseAddress: Sendable, Hashable, CustomStringConvertible {
     public var user: String
     /// The database.
     public var database: String
-    /// The TLS mode: `disable`, `require` or `verify-full`.
+    /// The TLS mode: `disable`, `require`, `verify-ca` or `verify-full`.
     public var sslMode: String
+    /// The PEM file of the certificate authorities trusted instead of the system's (`sslrootcert`), if any.
+    public var rootCertificateFile: String?
 
     /// Reads a URL.
     ///
     /// - Throws: ``SyncConfigurationError`` naming what is wrong: another scheme, a password in the URL, no
-    ///   user, an unknown `sslmode`.
+    ///   user, an unknown `sslmode`, an `sslrootcert` file that cannot be read or holds no certificate, or one
+    ///   given without TLS.
     public init(url: String) throws(SyncConfigurationError) {
         let schemes = ["postgres://", "postgresql://"]
         guard let scheme = schemes.first(where: { url.hasPrefix($0) }) else {
@@ -173,10 +179,14 @@ public struct DatabaseAddress: Sendable, Hashable, CustomStringConvertible {
             let name = String(parts[0]), value = parts.count > 1 ? Self.decode(parts[1]) : ""
             switch name {
             case "sslmode":
-                guard ["disable", "require", "verify-full"].contains(value) else {
-                    throw SyncConfigurationError("--sync-url: sslmode is disable, require or verify-full, not '\(value)'")
+                guard Self.sslModes.contains(value) else {
+                    throw SyncConfigurationError(
+                        "--sync-url: sslmode is disable, require, verify-ca or verify-full, not '\(value)'")
                 }
                 sslMode = value
+            case "sslrootcert":
+                guard !value.isEmpty else { throw SyncConfigurationError("--sync-url: sslrootcert names no file") }
+                rootCertificateFile = value
             case "host" where value.hasPrefix("/"):
                 socketFolder = value
                 host = nil
@@ -188,7 +198,19 @@ public struct DatabaseAddress: Sendable, Hashable, CustomStringConvertible {
             }
         }
         if host == nil && socketFolder == nil { host = "localhost" }
+        if let rootCertificateFile {
+            guard sslMode != "disable" else {
+                throw SyncConfigurationError(
+                    "--sync-url: sslrootcert=\(rootCertificateFile) needs TLS: add sslmode=verify-full (or verify-ca)")
+            }
+            // Read now, so that a file that cannot be used is said at start; the connection reads it again.
+            _ = try SyncDatabase.trustedRoots(rootCertificateFile)
+            if sslMode == "require" { sslMode = "verify-ca" }
+        }
     }
+
+    /// The values `sslmode` may take.
+    static let sslModes = ["disable", "require", "verify-ca", "verify-full"]
 
     private static func decode(_ text: Substring) -> String {
         String(text).removingPercentEncoding ?? String(text)
@@ -196,7 +218,11 @@ public struct DatabaseAddress: Sendable, Hashable, CustomStringConvertible {
 
     /// The URL as it can be logged (it never holds a password).
     public var description: String {
-        "postgres://\(user)@\(host ?? "")\(socketFolder == nil ? ":\(port)" : "")/\(database)"
-            + (socketFolder.map { "?host=\($0)" } ?? "") + (sslMode == "disable" ? "" : "?sslmode=\(sslMode)")
+        var parameters: [String] = []
+        if let socketFolder { parameters.append("host=\(socketFolder)") }
+        if sslMode != "disable" { parameters.append("sslmode=\(sslMode)") }
+        if let rootCertificateFile { parameters.append("sslrootcert=\(rootCertificateFile)") }
+        return "postgres://\(user)@\(host ?? "")\(socketFolder == nil ? ":\(port)" : "")/\(database)"
+            + (parameters.isEmpty ? "" : "?" + parameters.joined(separator: "&"))
     }
 }

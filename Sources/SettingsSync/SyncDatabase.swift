@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 import DBus
+import Foundation
 import Logging
 import PostgresNIO
 import SettingsBroker
@@ -30,6 +31,9 @@ struct SyncDatabase: Sendable {
     }
 
     /// Connects, with TLS when the URL asks for it.
+    ///
+    /// - Throws: ``SyncRefusal`` when the server's certificate is not trusted or does not name the URL's host
+    ///   (the database is reached but cannot be used as configured), and the connection's errors otherwise.
     static func connect(
         _ configuration: SyncConfiguration, password: String?, logger: Logger
     ) async throws -> SyncDatabase {
@@ -40,26 +44,96 @@ struct SyncDatabase: Sendable {
                 unixSocketPath: "\(folder)/.s.PGSQL.\(address.port)", username: address.user, password: password,
                 database: address.database)
         } else {
-            let tls: PostgresConnection.Configuration.TLS
-            switch address.sslMode {
-            case "require":
-                var tlsConfiguration = TLSConfiguration.makeClientConfiguration()
-                tlsConfiguration.certificateVerification = .none
-                tls = .require(try NIOSSLContext(configuration: tlsConfiguration))
-            case "verify-full":
-                tls = .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
-            default:
-                tls = .disable
-            }
+            // postgres-nio gives NIOSSL the host as the server's name (SNI, and the name verify-full checks)
+            // unless it is an IP address, which NIOSSL then checks against the certificate's IP names.
             postgres = .init(
                 host: address.host ?? "localhost", port: address.port, username: address.user, password: password,
-                database: address.database, tls: tls)
+                database: address.database, tls: try tls(address))
         }
         postgres.options.connectTimeout = .seconds(10)
         var quiet = logger
         quiet.logLevel = .critical
-        let connection = try await PostgresConnection.connect(configuration: postgres, id: 1, logger: quiet)
-        return SyncDatabase(connection: connection, configuration: configuration, logger: quiet)
+        do {
+            let connection = try await PostgresConnection.connect(configuration: postgres, id: 1, logger: quiet)
+            return SyncDatabase(connection: connection, configuration: configuration, logger: quiet)
+        } catch {
+            if let refusal = certificateRefusal(error, address: address) { throw refusal }
+            throw error
+        }
+    }
+
+    /// The TLS of a TCP connection, as the URL's `sslmode` and `sslrootcert` ask.
+    ///
+    /// - Throws: ``SyncRefusal`` when the `sslrootcert` file can no longer be used.
+    static func tls(_ address: DatabaseAddress) throws -> PostgresConnection.Configuration.TLS {
+        var configuration = TLSConfiguration.makeClientConfiguration()
+        switch address.sslMode {
+        case "require": configuration.certificateVerification = .none
+        case "verify-ca": configuration.certificateVerification = .noHostnameVerification
+        case "verify-full": configuration.certificateVerification = .fullVerification
+        default: return .disable
+        }
+        if let file = address.rootCertificateFile, configuration.certificateVerification != .none {
+            do throws(SyncConfigurationError) {
+                configuration.trustRoots = .certificates(try trustedRoots(file))
+            } catch {
+                throw SyncRefusal(description: error.description)
+            }
+        }
+        return .require(try NIOSSLContext(configuration: configuration))
+    }
+
+    /// The certificates of a PEM file of certificate authorities (`sslrootcert`).
+    ///
+    /// - Throws: ``SyncConfigurationError`` naming the file when it cannot be read, cannot be parsed or holds
+    ///   no certificate.
+    static func trustedRoots(_ file: String) throws(SyncConfigurationError) -> [NIOSSLCertificate] {
+        guard let data = FileManager.default.contents(atPath: file) else {
+            throw SyncConfigurationError("--sync-url: cannot read the sslrootcert file \(file)")
+        }
+        // NIOSSL says only that it failed: a file with no PEM certificate at all is told apart first.
+        guard String(decoding: data, as: UTF8.self).contains("CERTIFICATE-----") else {
+            throw SyncConfigurationError(
+                "--sync-url: the sslrootcert file \(file) holds no certificate (-----BEGIN CERTIFICATE-----)")
+        }
+        let certificates: [NIOSSLCertificate]
+        do {
+            certificates = try NIOSSLCertificate.fromPEMBytes(Array(data))
+        } catch {
+            throw SyncConfigurationError(
+                "--sync-url: the sslrootcert file \(file) is not a PEM file of certificates (it cannot be parsed)")
+        }
+        guard !certificates.isEmpty else {
+            throw SyncConfigurationError("--sync-url: the sslrootcert file \(file) holds no certificate")
+        }
+        return certificates
+    }
+
+    /// What to say when a connection failed because the server's certificate was checked and refused; nil
+    /// for any other failure.
+    static func certificateRefusal(_ error: any Error, address: DatabaseAddress) -> SyncRefusal? {
+        var cause: (any Error)? = error
+        while let psql = cause as? PSQLError { cause = psql.underlying }
+        if let extra = cause as? NIOSSLExtraError, extra == .failedToValidateHostname {
+            return SyncRefusal(
+                description: "the server's certificate was not trusted: it does not name the host "
+                    + "\(address.host ?? "") of --sync-url (sslmode=verify-full checks the host name; connect to "
+                    + "a name the certificate holds)")
+        }
+        if case .handshakeFailed(let reason) = cause as? NIOSSLError,
+            "\(reason)".contains("CERTIFICATE_VERIFY_FAILED")
+        {
+            // BoringSSL's reason is not kept: most often another authority signed it, but it may have expired.
+            let roots = address.rootCertificateFile.map {
+                "the certificate authorities of sslrootcert \($0) (sslmode=\(address.sslMode)): is it the "
+                    + "authority that signed the server's certificate?"
+            } ?? "the system's trusted certificate authorities (sslmode=\(address.sslMode)): name the server's "
+                + "certificate authority with sslrootcert=/path/to/ca.pem"
+            return SyncRefusal(
+                description: "the server's certificate was not trusted: it is not signed by, or no longer valid "
+                    + "for, \(roots)")
+        }
+        return nil
     }
 
     func close() async {

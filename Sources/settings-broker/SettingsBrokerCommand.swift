@@ -109,7 +109,8 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
         help: ArgumentHelp(
             """
             Sync the --sync-dir directories with this PostgreSQL database, shared by the user's machines: \
-            postgres://USER@HOST[:PORT]/DATABASE[?sslmode=require|verify-full][&host=/socket/folder]. No \
+            postgres://USER@HOST[:PORT]/DATABASE[?sslmode=require|verify-ca|verify-full][&sslrootcert=CA.pem]\
+            [&host=/socket/folder]. No \
             password in it: see --sync-password-file.
             """, valueName: "url"))
     var syncUrl: String?
