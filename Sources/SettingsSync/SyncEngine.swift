@@ -25,6 +25,9 @@ public final class SyncEngine: StoreSync {
     let state = Locked(State())
     /// Wakes the loop: a local commit queued changes, or a NOTIFY arrived.
     let wake = Wake()
+    /// Whether a NOTIFY arrived since the loop last looked: it then pulls before it pushes, so that another
+    /// machine's change is applied without waiting for a look at the local queue.
+    let hinted = Locked(false)
     private let task = Locked<Task<Void, Never>?>(nil)
 
     struct State {
@@ -191,12 +194,15 @@ public final class SyncEngine: StoreSync {
         try await bounded(database) { try await database.registerMachine() }
         connected()
         let polling = configuration.pollInterval != nil
-        let listener = polling ? nil : Task { [wake, logger, configuration] in
+        let listener = polling ? nil : Task { [wake, hinted, logger, configuration] in
             // A second connection for the hint; a failure here only means waiting for the periodic pull.
             do {
                 let listening = try await SyncDatabase.connect(configuration, password: password, logger: logger)
                 defer { Task { await listening.close() } }
-                try await listening.listen { wake.signal() }
+                try await listening.listen {
+                    hinted.withLock { $0 = true }
+                    wake.signal()
+                }
             } catch {}
         }
         defer { listener?.cancel() }
@@ -208,8 +214,13 @@ public final class SyncEngine: StoreSync {
             $0.error = nil
         }
         while !Task.isCancelled {
-            try await push(store, database)
-            try await pull(store, database)
+            let pullFirst = hinted.withLock { hinted in
+                defer { hinted = false }
+                return hinted
+            }
+            if pullFirst { try await pull(store, database) }
+            let pushed = try await push(store, database)
+            if !pullFirst || pushed > 0 { try await pull(store, database) }
             let queued = try await store.queuedSyncCount()
             let now = Int64(HybridLogicalClock.wallClock() >> 16)
             state.withLock { state in
@@ -242,11 +253,14 @@ public final class SyncEngine: StoreSync {
             metadata: ["copy": "\(store.beforeSyncCopyPath)", "queued": "\(values.count)"])
     }
 
-    /// Pushes the queue, in pieces, each in one transaction of the database.
-    private func push(_ store: DurableStore, _ database: SyncDatabase) async throws {
+    /// Pushes the queue, in pieces, each in one transaction of the database; returns how many changes went.
+    @discardableResult
+    private func push(_ store: DurableStore, _ database: SyncDatabase) async throws -> Int {
+        var count = 0
         while !Task.isCancelled {
             let changes = try await store.queuedSyncChanges(limit: 1000)
-            guard !changes.isEmpty else { return }
+            guard !changes.isEmpty else { return count }
+            count += changes.count
             let pushed = try await bounded(database) { try await database.push(changes) }
             if pushed.clamped {
                 logger.warning(
@@ -256,6 +270,7 @@ public final class SyncEngine: StoreSync {
             try await store.acknowledgeSyncChanges(changes, as: pushed.versions)
             state.withLock { $0.queued = max(0, $0.queued - changes.count) }
         }
+        return count
     }
 
     /// Pulls everything after the cursor and applies what is newer than the local versions.

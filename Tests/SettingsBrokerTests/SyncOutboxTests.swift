@@ -93,6 +93,8 @@ struct SyncOutboxTests {
         let queued = try await store.queuedSyncChanges(limit: 10)
         #expect(queued.map(\.value) == [.string("mine")])
         #expect(try #require(queued.first).version > remote)
+        // A commit of remote changes alone is not fsynced by itself; the store's durability is back after it.
+        #expect(await store.persistence.synchronousLevel() == 2)
         await store.close()
         store.persistence.close()
     }
