@@ -204,15 +204,21 @@ extension Bench {
         // Every machine connected (or polled once) before the quiet time.
         for machine in machines { try await waitForState(machine, mode.hasPrefix("polling") ? "polling" : "connected") }
 
+        // A server process reports its statistics up to 10 s after its last transaction: the start's
+        // transactions are counted before the quiet time begins.
+        try await Task.sleep(for: .seconds(plan.syncIdleSeconds > 10 ? 11 : 1))
         let before = try await ServerLoad.read(postgres)
         var connections = 0
         let quietEnd = monotonicNanoseconds() + UInt64(plan.syncIdleSeconds * 1e9)
         while monotonicNanoseconds() < quietEnd {
+            // Every 2 s: each look is a psql session, whose own CPU time the server's count includes.
             connections = max(connections, try await ServerLoad.connections(postgres))
-            try await Task.sleep(for: .milliseconds(250))
+            try await Task.sleep(for: .seconds(2))
         }
+        // The quiet time's transactions are reported up to 10 s after it.
+        try await Task.sleep(for: .seconds(plan.syncIdleSeconds > 10 ? 11 : 1))
         let after = try await ServerLoad.read(postgres)
-        run.idle = after.minus(before, seconds: plan.syncIdleSeconds)
+        run.idle = after.minus(before, seconds: plan.syncIdleSeconds + (plan.syncIdleSeconds > 10 ? 11 : 1))
 
         let writer = machines[0]
         for change in 0..<plan.syncChanges {
@@ -305,22 +311,30 @@ struct ServerLoad: Sendable {
     /// Transactions committed and sessions begun in the benchmark's database.
     var transactions: Int
     var sessions: Int
+    /// The time sessions of the benchmark's database lasted, ended ones (`session_time`), in milliseconds.
+    var sessionMilliseconds: Double
 
     static func read(_ postgres: TestPostgres) async throws -> ServerLoad {
+        // Read from the database `postgres`, so that these sessions are not counted in the brokers' one.
         let statistics = try await postgres.psql(
-            "SELECT xact_commit, sessions FROM pg_stat_database WHERE datname = '\(postgres.database)'")
+            "SELECT xact_commit, sessions, session_time FROM pg_stat_database WHERE datname = '\(postgres.database)'",
+            database: "postgres")
         let fields = statistics.stdout.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "|")
-        guard fields.count == 2, let transactions = Int(fields[0]), let sessions = Int(fields[1]) else {
+        guard fields.count == 3, let transactions = Int(fields[0]), let sessions = Int(fields[1]),
+            let sessionTime = Double(fields[2])
+        else {
             throw BenchFailure("cannot read the server's statistics: \(statistics.stdout)\(statistics.stderr)")
         }
         guard let pid = postgres.serverPid else { throw BenchFailure("the server's pid cannot be read") }
-        return ServerLoad(cpuMilliseconds: cpuMilliseconds(of: pid), transactions: transactions, sessions: sessions)
+        return ServerLoad(
+            cpuMilliseconds: cpuMilliseconds(of: pid), transactions: transactions, sessions: sessions,
+            sessionMilliseconds: sessionTime)
     }
 
     /// The connections the server holds for the brokers (psql's own left out).
     static func connections(_ postgres: TestPostgres) async throws -> Int {
         let read = try await postgres.psql(
-            "SELECT count(*) FROM pg_stat_activity WHERE usename = '\(postgres.user)'")
+            "SELECT count(*) FROM pg_stat_activity WHERE usename = '\(postgres.user)'", database: "postgres")
         return Int(read.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
     }
 
@@ -353,6 +367,8 @@ struct ServerLoad: Sendable {
         return IdleLoad(
             cpuMillisecondsPerMinute: (cpuMilliseconds - earlier.cpuMilliseconds) * perMinute,
             transactionsPerMinute: Double(transactions - earlier.transactions) * perMinute,
-            sessionsPerMinute: Double(sessions - earlier.sessions) * perMinute)
+            sessionsPerMinute: Double(sessions - earlier.sessions) * perMinute,
+            meanSessionMilliseconds: sessions > earlier.sessions
+                ? (sessionMilliseconds - earlier.sessionMilliseconds) / Double(sessions - earlier.sessions) : nil)
     }
 }

@@ -214,10 +214,12 @@ struct BenchReport {
             if let idle = scale.idle {
                 rows.append(
                     Row(
-                        measure: "… the server: most connections held; while quiet, CPU / transactions / sessions per minute",
+                        measure: "… the server: most connections held; while quiet, per minute: CPU / transactions / "
+                            + "sessions (mean length)",
                         settingsBus: String(
                             format: "%d; %.0f ms / %.0f / %.0f", scale.mostConnections, idle.cpuMillisecondsPerMinute,
-                            idle.transactionsPerMinute, idle.sessionsPerMinute),
+                            idle.transactionsPerMinute, idle.sessionsPerMinute)
+                            + (idle.meanSessionMilliseconds.map { String(format: " (%.1f ms)", $0) } ?? ""),
                         dconf: "—"))
             }
         }

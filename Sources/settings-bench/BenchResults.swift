@@ -128,4 +128,6 @@ struct IdleLoad: Sendable {
     var cpuMillisecondsPerMinute: Double
     var transactionsPerMinute: Double
     var sessionsPerMinute: Double
+    /// How long a session lasted, on average (for a polling broker, one sync); nil without sessions.
+    var meanSessionMilliseconds: Double?
 }
