@@ -253,12 +253,20 @@ struct SyncDatabase: Sendable {
                     deleted = excluded.deleted, hlc = excluded.hlc, machine = excluded.machine,
                     revision = excluded.revision
                 WHERE (old.hlc, old.machine COLLATE "C") < (excluded.hlc, excluded.machine COLLATE "C")
+                RETURNING key, type, value, deleted, hlc, machine
+            ), hint AS (
+                SELECT json_build_object('s', \(scope)::text, 'r', (SELECT revision FROM rev), 'n',
+                    \(configuration.machineName)::text, 'k', coalesce(json_agg(json_build_array(
+                        key, type, value, deleted, hlc::text, machine)), '[]'::json))::text AS text
+                FROM upserted
             ), marked AS (
                 UPDATE settingsbus_machine SET clock_clamped_at = now(),
                     clamped_by = (SELECT max(asked >> 16) FROM pushed) - ((SELECT newest FROM rev) >> 16) + \(bound)
                 WHERE machine = \(machine) AND EXISTS (SELECT 1 FROM pushed WHERE asked > h)
             )
-            SELECT revision, newest, pg_notify(\(Self.channel), \(scope))::text FROM rev
+            SELECT revision, newest, pg_notify(\(Self.channel),
+                CASE WHEN octet_length(hint.text) <= \(Self.hintLimit) THEN hint.text ELSE \(scope)::text END)::text
+            FROM rev, hint
             """, logger: logger)
         var newest: Int64?
         for try await (_, limit, _) in rows.decode((Int64, Int64, String).self) { newest = limit }
@@ -273,6 +281,39 @@ struct SyncDatabase: Sendable {
             return SyncVersion(clock: limit, machine: change.version.machine)
         }
         return (versions, clamped)
+    }
+
+    /// The longest NOTIFY payload that carries a push's rows (PostgreSQL takes up to 8000 bytes); a larger
+    /// push notifies with its scope alone.
+    static let hintLimit = 7900
+
+    /// A NOTIFY's payload: a push's scope, revision, machine name and the rows it stored (``Row``s of that
+    /// revision, all of them), or nil for a payload that names only a scope (a push too large to carry, or
+    /// another broker's).
+    static func hintedRows(_ payload: String) -> (scope: String, revision: Int64, rows: [Row])? {
+        guard payload.hasPrefix("{"),
+            let object = try? JSONSerialization.jsonObject(with: Data(payload.utf8)) as? [String: Any],
+            let scope = object["s"] as? String, let revision = (object["r"] as? NSNumber)?.int64Value,
+            let name = object["n"] as? String, let entries = object["k"] as? [[Any]]
+        else { return nil }
+        var rows: [Row] = []
+        for entry in entries {
+            guard entry.count == 6, let key = entry[0] as? String, let type = entry[1] as? String,
+                let text = entry[2] as? String, let deleted = (entry[3] as? NSNumber)?.boolValue,
+                let hlc = (entry[4] as? String).flatMap({ Int64($0) }), let machine = entry[5] as? String,
+                let path = try? SettingPath(key)
+            else { return nil }
+            var value: DBusValue?
+            if !deleted {
+                guard let parsed = try? GVariantText.parse(text, as: try DBusType(parsing: type)) else { return nil }
+                value = parsed
+            }
+            rows.append(
+                Row(
+                    change: SyncChange(key: path, value: value, version: SyncVersion(clock: UInt64(bitPattern: hlc), machine: machine)),
+                    revision: revision, machineName: name))
+        }
+        return (scope, revision, rows)
     }
 
     /// The rows after `cursor`, in revision order, at most `limit` (all rows of the last revision, so that the
@@ -320,12 +361,13 @@ struct SyncDatabase: Sendable {
         return names
     }
 
-    /// LISTENs for hints and calls `hint` for each, until the connection fails or the task is cancelled.
-    func listen(_ hint: @escaping @Sendable () -> Void) async throws {
+    /// LISTENs for hints and calls `hint` with each payload, until the connection fails or the task is
+    /// cancelled.
+    func listen(_ hint: @escaping @Sendable (String) -> Void) async throws {
         try await connection.listen(on: Self.channel) { notifications in
             // Listening starts now: a push that notified before it was missed, so the loop pulls once more.
-            hint()
-            for try await _ in notifications { hint() }
+            hint("")
+            for try await notification in notifications { hint(notification.payload) }
         }
     }
 }

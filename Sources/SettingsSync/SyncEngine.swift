@@ -25,9 +25,10 @@ public final class SyncEngine: StoreSync {
     let state = Locked(State())
     /// Wakes the loop: a local commit queued changes, or a NOTIFY arrived.
     let wake = Wake()
-    /// Whether a NOTIFY arrived since the loop last looked: it then pulls before it pushes, so that another
-    /// machine's change is applied without waiting for a look at the local queue.
-    let hinted = Locked(false)
+    /// The payloads of the NOTIFYs that arrived since the loop last looked: it applies the rows they carry
+    /// (``SyncDatabase/hintedRows(_:)``) when they are the next revision after its cursor, else pulls, before
+    /// it looks at its own queue.
+    let hints = Locked<[String]>([])
     private let task = Locked<Task<Void, Never>?>(nil)
 
     struct State {
@@ -194,13 +195,17 @@ public final class SyncEngine: StoreSync {
         try await bounded(database) { try await database.registerMachine() }
         connected()
         let polling = configuration.pollInterval != nil
-        let listener = polling ? nil : Task { [wake, hinted, logger, configuration] in
+        let listener = polling ? nil : Task { [wake, hints, logger, configuration] in
             // A second connection for the hint; a failure here only means waiting for the periodic pull.
             do {
                 let listening = try await SyncDatabase.connect(configuration, password: password, logger: logger)
                 defer { Task { await listening.close() } }
-                try await listening.listen {
-                    hinted.withLock { $0 = true }
+                try await listening.listen { payload in
+                    hints.withLock { hints in
+                        // A loop that fell this far behind pulls; the oldest payloads are not needed then.
+                        if hints.count >= 1000 { hints.removeFirst(hints.count - 999) }
+                        hints.append(payload)
+                    }
                     wake.signal()
                 }
             } catch {}
@@ -214,13 +219,14 @@ public final class SyncEngine: StoreSync {
             $0.error = nil
         }
         while !Task.isCancelled {
-            let pullFirst = hinted.withLock { hinted in
-                defer { hinted = false }
-                return hinted
+            let payloads = hints.withLock { hints in
+                defer { hints = [] }
+                return hints
             }
-            if pullFirst { try await pull(store, database) }
+            let hinted = !payloads.isEmpty
+            if hinted, try await !applyHinted(payloads, store) { try await pull(store, database) }
             let pushed = try await push(store, database)
-            if !pullFirst || pushed > 0 { try await pull(store, database) }
+            if !hinted || pushed > 0 { try await pull(store, database) }
             let queued = try await store.queuedSyncCount()
             let now = Int64(HybridLogicalClock.wallClock() >> 16)
             state.withLock { state in
@@ -271,6 +277,30 @@ public final class SyncEngine: StoreSync {
             state.withLock { $0.queued = max(0, $0.queued - changes.count) }
         }
         return count
+    }
+
+    /// Applies the rows NOTIFY payloads carry when each is the revision right after the cursor (revisions
+    /// have no gaps, so nothing before it is missing); false when a pull is needed: a payload without rows of
+    /// this scope (a push too large to carry), a revision further on (a NOTIFY was missed), the hint the
+    /// listener gives when it starts.
+    private func applyHinted(_ payloads: [String], _ store: DurableStore) async throws -> Bool {
+        var complete = true
+        for payload in payloads {
+            guard let hinted = SyncDatabase.hintedRows(payload) else {
+                if payload.isEmpty || payload == configuration.scope { complete = false }
+                continue
+            }
+            guard hinted.scope == configuration.scope else { continue }
+            let cursor = state.withLock { $0.cursor }
+            guard hinted.revision > cursor else { continue }
+            guard hinted.revision == cursor + 1 else {
+                complete = false
+                continue
+            }
+            try await apply(hinted.rows, upTo: hinted.revision, store)
+            state.withLock { $0.cursor = hinted.revision }
+        }
+        return complete
     }
 
     /// Pulls everything after the cursor and applies what is newer than the local versions.

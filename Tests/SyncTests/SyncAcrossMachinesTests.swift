@@ -162,6 +162,20 @@ struct SyncAcrossMachinesTests {
         }
     }
 
+    /// A push's NOTIFY carries its rows when they fit in a payload; a larger push notifies with its scope
+    /// alone and the other machines pull it: both arrive, in order.
+    @Test func aChangeTooLargeForANotifyStillArrivesAndSmallOnesAroundIt() async throws {
+        try await withMachines(["alpha", "beta"]) { _, machines in
+            let big = String(repeating: "x", count: 9_000)
+            #expect(try await machines[0].call("Set", ["/sync/size", "<'small'>"]).status == 0)
+            try await waitForAgreement(machines, key: "/sync/size", expecting: "(<'small'>,)")
+            #expect(try await machines[0].call("Set", ["/sync/size", "<'\(big)'>"]).status == 0)
+            try await waitForAgreement(machines, key: "/sync/size", expecting: "(<'\(big)'>,)")
+            #expect(try await machines[1].call("Set", ["/sync/size", "<'after'>"]).status == 0)
+            try await waitForAgreement(machines, key: "/sync/size", expecting: "(<'after'>,)")
+        }
+    }
+
     @Test func secretAndMachineLocalKeysNeverReachTheDatabase() async throws {
         try await withMachines(["alpha", "beta"]) { postgres, machines in
             let a = machines[0]
