@@ -28,6 +28,22 @@ struct SyncDatabase: Sendable {
         var change: SyncChange
         var revision: Int64
         var machineName: String
+
+        /// A row as the database stores it: the key, the value's signature and GVariant text (unread for a
+        /// tombstone), the clock and machine of its version.
+        ///
+        /// - Throws: ``SettingsError`` or ``GVariantTextError`` for a key, type or value this broker cannot read.
+        init(
+            key: String, type: String, value: String, deleted: Bool, hlc: Int64, machine: String, revision: Int64,
+            machineName: String
+        ) throws {
+            let parsed = deleted ? nil : try GVariantText.parse(value, as: try DBusType(parsing: type))
+            change = SyncChange(
+                key: try SettingPath(key), value: parsed,
+                version: SyncVersion(clock: UInt64(bitPattern: hlc), machine: machine))
+            self.revision = revision
+            self.machineName = machineName
+        }
     }
 
     /// Connects, with TLS when the URL asks for it.
@@ -301,17 +317,11 @@ struct SyncDatabase: Sendable {
             guard entry.count == 6, let key = entry[0] as? String, let type = entry[1] as? String,
                 let text = entry[2] as? String, let deleted = (entry[3] as? NSNumber)?.boolValue,
                 let hlc = (entry[4] as? String).flatMap({ Int64($0) }), let machine = entry[5] as? String,
-                let path = try? SettingPath(key)
+                let row = try? Row(
+                    key: key, type: type, value: text, deleted: deleted, hlc: hlc, machine: machine,
+                    revision: revision, machineName: name)
             else { return nil }
-            var value: DBusValue?
-            if !deleted {
-                guard let parsed = try? GVariantText.parse(text, as: try DBusType(parsing: type)) else { return nil }
-                value = parsed
-            }
-            rows.append(
-                Row(
-                    change: SyncChange(key: path, value: value, version: SyncVersion(clock: UInt64(bitPattern: hlc), machine: machine)),
-                    revision: revision, machineName: name))
+            rows.append(row)
         }
         return (scope, revision, rows)
     }
@@ -335,12 +345,9 @@ struct SyncDatabase: Sendable {
             (String, String, String, Bool, Int64, String, Int64, String).self)
         {
             do {
-                let path = try SettingPath(key)
-                let parsed = deleted ? nil : try GVariantText.parse(value, as: try DBusType(parsing: type))
                 pulled.append(
-                    Row(
-                        change: SyncChange(
-                            key: path, value: parsed, version: SyncVersion(clock: UInt64(bitPattern: hlc), machine: machine)),
+                    try Row(
+                        key: key, type: type, value: value, deleted: deleted, hlc: hlc, machine: machine,
                         revision: revision, machineName: name))
             } catch {
                 logger.warning("sync: a row of the database cannot be read and is skipped", metadata: ["key": "\(key)"])

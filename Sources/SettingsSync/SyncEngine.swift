@@ -343,12 +343,14 @@ public final class SyncEngine: StoreSync {
             try await commit(run, cursor: end == newer.count ? last : run.last!.revision, checked: checked, store)
             start = end
         }
-        // Also when the last commit had nothing left to write (its keys were all written here meanwhile).
+        // Also when the last commit had nothing left to write (its keys were all written here meanwhile) or
+        // its last change was refused.
         try await store.setSyncState("cursor", last)
     }
 
     /// Commits a run of remote changes as one changeset; when the store refuses it (a value its schema
-    /// refuses, a locked key), commits them one by one and skips the refused ones, with a log line each.
+    /// refuses, a locked key), commits them one by one and skips the refused ones, with a log line each (the
+    /// cursor then moves with the last change committed, and ``apply(_:upTo:_:)`` sets it past the run).
     private func commit(
         _ run: [SyncDatabase.Row], cursor: Int64, checked: UInt64, _ store: DurableStore
     ) async throws {
@@ -381,7 +383,6 @@ public final class SyncEngine: StoreSync {
                     noteRefused(run[index], error)
                 }
             }
-            try await store.setSyncState("cursor", cursor)
         }
     }
 

@@ -341,24 +341,11 @@ struct ServerLoad: Sendable {
     /// The server's CPU time: its own, its ended children's (reaped: `cutime`, `cstime`) and its running
     /// children's, from `/proc`.
     static func cpuMilliseconds(of server: Int32) -> Double {
-        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
-        func times(_ pid: String) -> (parent: Int32, own: Double, children: Double)? {
-            guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-                let close = text.lastIndex(of: ")")
-            else { return nil }
-            // After "pid (comm) ": state, ppid, … utime is field 14, stime 15, cutime 16, cstime 17.
-            let fields = text[text.index(close, offsetBy: 2)...].split(separator: " ")
-            guard fields.count > 14, let parent = Int32(fields[1]) else { return nil }
-            let values = fields[11...14].map { Double($0) ?? 0 }
-            return (parent, values[0] + values[1], values[2] + values[3])
+        var total = ProcessTimes.read(server).map { $0.ownMilliseconds + $0.endedChildrenMilliseconds } ?? 0
+        for pid in ProcessTimes.runningPids() {
+            if let child = ProcessTimes.read(pid), child.parent == server { total += child.ownMilliseconds }
         }
-        var total = 0.0
-        if let server = times("\(server)") { total += server.own + server.children }
-        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
-        for entry in entries where entry.first?.isNumber == true {
-            if let child = times(entry), child.parent == server { total += child.own }
-        }
-        return total / ticks * 1000
+        return total
     }
 
     /// The load between two readings, per minute.

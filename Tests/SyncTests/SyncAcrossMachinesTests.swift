@@ -152,11 +152,11 @@ struct SyncAcrossMachinesTests {
         try await withMachines(["alpha", "beta"]) { _, machines in
             #expect(try await machines[0].call("Set", ["/sync/idle", "<1>"]).status == 0)
             try await waitForAgreement(machines, key: "/sync/idle", expecting: "(<1>,)")
-            let cpuBefore = machines.map { cpuMilliseconds(of: $0.broker.pid) }
+            let cpuBefore = machines.map { ProcessTimes.read($0.broker.pid)?.ownMilliseconds ?? 0 }
             // Nothing writes: no Changed comes, and the time limit is the quiet time measured.
             try await waitForChanged(on: machines, timeLimit: .seconds(2))
             for (index, machine) in machines.enumerated() {
-                let used = cpuMilliseconds(of: machine.broker.pid) - cpuBefore[index]
+                let used = (ProcessTimes.read(machine.broker.pid)?.ownMilliseconds ?? 0) - cpuBefore[index]
                 #expect(used < 250, "\(machine.name) used \(used) ms of CPU in two quiet seconds")
             }
         }
@@ -270,27 +270,43 @@ func withMachines(
     let stores = try storeFolder()
     defer { try? FileManager.default.removeItem(at: stores) }
     var machines: [Machine] = []
-    do {
+    try await stoppingAfterwards(postgres, { machines }) {
         for name in names {
-            let bus = try await TestBus.start()
-            do {
-                let broker = try await TestBroker.start(
-                    on: bus, storePath: stores.appendingPathComponent("\(name).db").path,
-                    arguments: syncArguments(postgres, name: name, extra: extra))
-                machines.append(Machine(name: name, bus: bus, broker: broker))
-            } catch {
-                await bus.stop()
-                throw error
-            }
+            machines.append(
+                try await startMachine(name, stores: stores, arguments: syncArguments(postgres, name: name, extra: extra)))
         }
         try await body(postgres, machines)
+    }
+}
+
+/// Starts a broker on a bus of its own, with its store `<name>.db` in `stores`; the bus is stopped when the
+/// broker does not start.
+func startMachine(_ name: String, stores: URL, arguments: [String]) async throws -> Machine {
+    let bus = try await TestBus.start()
+    do {
+        let broker = try await TestBroker.start(
+            on: bus, storePath: stores.appendingPathComponent("\(name).db").path, arguments: arguments)
+        return Machine(name: name, bus: bus, broker: broker)
     } catch {
-        for machine in machines { print("log of \(machine.name):\n\(machine.broker.log())") }
-        await stopMachines(machines)
+        await bus.stop()
+        throw error
+    }
+}
+
+/// Runs `body`, then stops the machines `machines` gives and the server, however it ends (with the brokers'
+/// logs printed when it failed).
+func stoppingAfterwards(
+    _ postgres: TestPostgres, _ machines: () -> [Machine], _ body: () async throws -> Void
+) async throws {
+    do {
+        try await body()
+    } catch {
+        for machine in machines() { print("log of \(machine.name):\n\(machine.broker.log())") }
+        await stopMachines(machines())
         await postgres.stop()
         throw error
     }
-    await stopMachines(machines)
+    await stopMachines(machines())
     await postgres.stop()
 }
 
@@ -344,16 +360,6 @@ extension Sequence {
         for element in self { results.append(try await transform(element)) }
         return results
     }
-}
-
-/// The CPU time a process has used so far (`utime` + `stime` of `/proc/PID/stat`), in milliseconds.
-func cpuMilliseconds(of pid: Int32) -> Double {
-    guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-        let close = text.lastIndex(of: ")")
-    else { return 0 }
-    let fields = text[text.index(close, offsetBy: 2)...].split(separator: " ")
-    guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
-    return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK))) * 1000
 }
 
 /// A sync test's wait that ran out, with what it saw.

@@ -173,28 +173,11 @@ func withCheckedServer(
     defer { try? FileManager.default.removeItem(at: stores) }
     var machines: [Machine] = []
     let start = { (name: String, url: String) async throws -> Machine in
-        let bus = try await TestBus.start()
         var arguments = syncArguments(postgres, name: name)
         arguments[1] = url
-        do {
-            let broker = try await TestBroker.start(
-                on: bus, storePath: stores.appendingPathComponent("\(name).db").path, arguments: arguments)
-            let machine = Machine(name: name, bus: bus, broker: broker)
-            machines.append(machine)
-            return machine
-        } catch {
-            await bus.stop()
-            throw error
-        }
+        let machine = try await startMachine(name, stores: stores, arguments: arguments)
+        machines.append(machine)
+        return machine
     }
-    do {
-        try await body(postgres, start)
-    } catch {
-        for machine in machines { print("log of \(machine.name):\n\(machine.broker.log())") }
-        await stopMachines(machines)
-        await postgres.stop()
-        throw error
-    }
-    await stopMachines(machines)
-    await postgres.stop()
+    try await stoppingAfterwards(postgres, { machines }) { try await body(postgres, start) }
 }
