@@ -15,13 +15,14 @@
 //
 // Where the transaction runs is a `CommitPlacement`: the store knows no threads, it offers a small commit to
 // the placement its writer gave (if any) and puts the rest on its own `CommitQueue`. A commit started by the
-// D-Bus export (a `Set`, `SetFromString` or `Reset`) is offered to `AfterDispatch`, so it runs on the
+// D-Bus export (every write method: `Set`, `SetFromString`, `Reset`, `Apply`, `Register`, `Unregister`, each
+// staged in the order the connection read it) is offered to `AfterDispatch`, so it runs on the
 // connection's own thread once that has dispatched the calls it has read, if it holds at most
 // `inlineCommitLimit` writes, the store's lock is free at once and the last commit took at most `slowCommit`;
-// the answers and signals it makes are then sent by that thread with no other thread woken. Anything else (an
-// `Apply` or `Register` from a task, a large batch, a store locked by another program, any commit after a
-// slow one, whatever accumulates during a commit) is written on the store's commit queue, a serial dispatch
-// queue, so that a large, blocked or slow commit holds up the connection once at most.
+// the answers and signals it makes are then sent by that thread with no other thread woken. Anything else (a
+// changeset applied from a task, such as the sync engine's, a large batch, a store locked by another program,
+// any commit after a slow one, whatever accumulates during a commit) is written on the store's commit queue,
+// a serial dispatch queue, so that a large, blocked or slow commit holds up the connection once at most.
 //
 // The store is a class with two locks rather than an actor, so that the D-Bus export can validate a `Set` and
 // read a `Get` on the connection's own thread: a durable `Set` wakes no thread in the broker but the

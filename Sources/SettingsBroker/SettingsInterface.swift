@@ -93,11 +93,23 @@ public enum SettingsInterface {
         /// It is prepared on the hand-off queue instead when `slow` says so, or when a write handed off before
         /// it still waits (see ``WriteHandOff``). Its arguments are read on the connection's thread; a call
         /// that does not fit is answered where its changeset would have been made, so in order.
+        ///
+        /// Every method that writes is made here, so that one connection's writes of any kind are staged, and
+        /// take effect, in the order it sent them: an `Apply` or a `Register` is never overtaken by a `Set`
+        /// sent after it (a `Register` of a secret key then a `Set` of it must not broadcast the value).
         func write<Request: Settings1.Request>(
             _: Request.Type,
             slow: @escaping @Sendable (Request) -> Bool = { _ in false },
             _ changeset: @escaping @Sendable (DBusMethodCall, Request) throws(SettingsError) -> Changeset
         ) -> DBusMethod where Request.Reply == Settings1.SerialReply {
+            write(Request.self, slow: slow, reply: { Settings1.SerialReply(serial: $0) }, changeset)
+        }
+        func write<Request: Settings1.Request>(
+            _: Request.Type,
+            slow: @escaping @Sendable (Request) -> Bool = { _ in false },
+            reply makeReply: @escaping @Sendable (UInt64) -> Request.Reply,
+            _ changeset: @escaping @Sendable (DBusMethodCall, Request) throws(SettingsError) -> Changeset
+        ) -> DBusMethod {
             DBusMethod(
                 name: Request.method, inputs: Request.inputs, outputs: Request.outputs,
                 deferred: { call, reply in
@@ -107,8 +119,7 @@ public enum SettingsInterface {
                         do throws(SettingsError) {
                             store.submit(try changeset(call, try request.get()), placement: placement) { result in
                                 afterWriterKnown(call) {
-                                    reply.send(
-                                        result.map { Settings1.SerialReply(serial: $0).body }.mapError { $0.dbusError })
+                                    reply.send(result.map { makeReply($0).body }.mapError { $0.dbusError })
                                 }
                             }
                         } catch {
@@ -182,26 +193,27 @@ public enum SettingsInterface {
                 }
                 return Changeset(sets: [(key, value)], origin: origin(call))
             },
-            method(Settings1.ApplyRequest.self) { call, request throws(SettingsError) in
+            // A large Apply, or one that resets a directory (which collects every key below it), is prepared
+            // off the connection's thread, in line with the other writes.
+            write(Settings1.ApplyRequest.self, slow: { Self.applyIsSlow($0) }) { call, request throws(SettingsError) in
                 var changeset = Changeset(origin: origin(call))
                 changeset.sets = request.sets
                 changeset.resets = request.resets
                 changeset.ifSerial = request.options.ifSerial
-                await withCheckedContinuation { done in afterWriterKnown(call) { done.resume() } }
-                return Settings1.SerialReply(serial: try await store.apply(changeset))
+                return changeset
             },
             // A directory's reset collects every key below it: not on the connection's thread.
             write(Settings1.ResetRequest.self, slow: { if case .directory = $0.location { true } else { false } }) {
                 call, request throws(SettingsError) in
                 Changeset(resets: [request.location], origin: origin(call))
             },
-            method(Settings1.RegisterRequest.self) { call, request throws(SettingsError) in
+            write(Settings1.RegisterRequest.self, reply: { _ in Settings1.EmptyReply() }) {
+                call, request throws(SettingsError) in
                 let schema = request.schema
                 try schema.validate(for: request.key)
                 var changeset = Changeset(registrations: [(request.key, schema)], origin: origin(call))
                 changeset.replacing = request.options.replace
-                _ = try await store.apply(changeset)
-                return Settings1.EmptyReply()
+                return changeset
             },
             write(Settings1.UnregisterRequest.self) { call, request throws(SettingsError) in
                 var changeset = Changeset(resets: request.removeValue ? [.key(request.key)] : [], origin: origin(call))
@@ -267,6 +279,15 @@ public enum SettingsInterface {
     public static func descriptionChangedSignal(_ change: CommittedChange) -> DBusMessage? {
         Settings1.DescriptionChangedSignal(keys: change.describedKeys, serial: change.serial, origin: change.origin)?
             .message
+    }
+
+    // MARK: - Apply
+
+    /// Whether an `Apply` is prepared on the hand-off queue (``WriteHandOff``) rather than on the connection's
+    /// thread: when it resets a directory, or writes more keys than a small commit holds.
+    static func applyIsSlow(_ request: Settings1.ApplyRequest) -> Bool {
+        request.sets.count + request.resets.count > DurableStore.inlineCommitLimit
+            || request.resets.contains { if case .directory = $0 { true } else { false } }
     }
 
     // MARK: - SetFromString
