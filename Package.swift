@@ -230,7 +230,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SettingsModelTests",
-            dependencies: ["SettingsModel", "DBus"],
+            dependencies: ["SettingsModel", "DBus", "SettingsBusTesting"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -9,6 +9,10 @@ internal import Glibc
 /// Foundation's `Process` passes the spawning thread's blocked-signal mask on to the child, so a daemon it
 /// starts may never see SIGTERM. Test processes are started here instead, and their exit is awaited on a
 /// thread of their own (`waitpid`), so no Swift task blocks.
+///
+/// A child gets standard input, output and error and no other descriptor of this process: a pipe that one
+/// test made for its own child, inherited by a daemon another test started meanwhile, would keep its reader
+/// from ever seeing end-of-file. Every wait for a child's exit is bounded (``waitForExit(within:)``).
 public final class ChildProcess: Sendable {
     /// The process id.
     public let pid: Int32
@@ -73,6 +77,12 @@ public final class ChildProcess: Sendable {
                 posix_spawn_file_actions_addopen(&actions, target, "/dev/null", target == 0 ? O_RDONLY : O_WRONLY, 0)
             }
         }
+        // Every other descriptor is closed in the child, whether or not whoever opened it asked for close-on-exec.
+        guard let closeFrom = Self.addCloseFrom, closeFrom(&actions, 3) == 0 else {
+            throw TestProcess.Failure(
+                description: "cannot start \(executable): the C library cannot close a child's other descriptors "
+                    + "(posix_spawn_file_actions_addclosefrom_np, glibc 2.34 or newer)")
+        }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -99,9 +109,30 @@ public final class ChildProcess: Sendable {
     }
 
     /// Waits for the process to exit; returns its status, or 128 + the signal that ended it.
-    public func waitForExit() async -> Int32 {
-        await exit.wait()
+    ///
+    /// A process still running after `limit` is killed with SIGKILL (and its status is then 137), so that no
+    /// test waits for a child for good.
+    public func waitForExit(within limit: Duration = ChildProcess.longestWait) async -> Int32 {
+        let killer = Task { [pid] in
+            do { try await Task.sleep(for: limit) } catch { return }
+            kill(pid, SIGKILL)
+        }
+        defer { killer.cancel() }
+        return await exit.wait()
     }
+
+    /// How long ``waitForExit(within:)`` waits by default before it kills the child: longer than any test's
+    /// own time limit.
+    public static let longestWait: Duration = .seconds(300)
+
+    /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34 and newer), which Swift's Glibc module does not
+    /// import: looked up by name.
+    private static let addCloseFrom: AddCloseFrom? = {
+        guard let symbol = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np") else { return nil }
+        return unsafeBitCast(symbol, to: AddCloseFrom.self)
+    }()
+
+    private typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
 
     /// Sends a signal to the process.
     public func signal(_ number: Int32) {

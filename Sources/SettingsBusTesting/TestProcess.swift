@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
+import DBus
 import Foundation
 internal import Glibc
 
@@ -46,9 +47,13 @@ public enum TestProcess {
         let child = piped.child
         let out = PipeReader(fd: piped.stdout)
         let err = PipeReader(fd: piped.stderr)
-        let writer = FileHandle(fileDescriptor: piped.stdin, closeOnDealloc: true)
-        if let input { writer.write(Data(input.utf8)) }
-        try? writer.close()
+        // Written on a thread of its own: a child that does not read its input must not block a task.
+        let stdinFD = piped.stdin
+        Thread {
+            let writer = FileHandle(fileDescriptor: stdinFD, closeOnDealloc: true)
+            if let input { try? writer.write(contentsOf: Data(input.utf8)) }
+            try? writer.close()
+        }.start()
         let killer = Task { () -> Bool in
             do { try await Task.sleep(for: timeLimit) } catch { return false }
             child.signal(SIGKILL)
@@ -57,7 +62,14 @@ public enum TestProcess {
         let status = await child.waitForExit()
         killer.cancel()
         let timedOut = await killer.value
-        let result = Result(status: status, stdout: await out.text(), stderr: await err.text())
+        // The output ends when the child and whatever it started have closed it; a process it left running with
+        // its output open is not waited for past a few seconds.
+        guard let stdout = await out.text(within: .seconds(5)), let stderr = await err.text(within: .seconds(5)) else {
+            throw Failure(
+                description: "\(executable) \(arguments.joined(separator: " ")) exited with \(status), but a process "
+                    + "it started still holds its output open")
+        }
+        let result = Result(status: status, stdout: stdout, stderr: stderr)
         if timedOut {
             throw Failure(
                 description: "\(executable) \(arguments.joined(separator: " ")) ran past \(timeLimit) and was killed; "
@@ -99,5 +111,33 @@ final class PipeReader: @unchecked Sendable {
     func text() async -> String {
         for await _ in done.stream {}
         return String(decoding: data, as: UTF8.self)
+    }
+
+    /// The text read, once the pipe has ended; nil if it has not ended within `limit`.
+    func text(within limit: Duration) async -> String? {
+        let ended = Locked<Bool?>(nil)
+        return await withTaskGroup(of: String?.self) { group in
+            group.addTask {
+                let text = await self.text()
+                return ended.withLock { state in
+                    if state == nil { state = true }
+                    return state == true ? text : nil
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(for: limit)
+                ended.withLock { state in if state == nil { state = false } }
+                return nil
+            }
+            var found: String?
+            for await result in group {
+                if let result { found = result }
+                if ended.withLock({ $0 }) != nil {
+                    group.cancelAll()
+                    break
+                }
+            }
+            return found
+        }
     }
 }

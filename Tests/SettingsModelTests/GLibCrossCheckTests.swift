@@ -2,6 +2,7 @@
 
 import DBus
 import Foundation
+import SettingsBusTesting
 import SettingsModel
 import Testing
 
@@ -36,32 +37,25 @@ struct GLibCrossCheckTests {
     }
 
     /// Runs GLib over the texts and returns, for each, its type and GLib's two printings.
-    static func glib(_ texts: [String]) throws -> [GLibResult] {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: python)
-        process.arguments = ["-c", script]
-        let input = Pipe()
-        let output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        do {
-            try process.run()
-        } catch {
-            Issue.record("cannot run \(python) (\(error)); install the Debian packages python3 and python3-gi")
+    ///
+    /// python3 runs through the test kit (`TestProcess`): it gets only its own pipes, and it is killed, and
+    /// the test fails, if it runs past a minute, so a child that never sees the end of its input cannot hang
+    /// the run.
+    static func glib(_ texts: [String]) async throws -> [GLibResult] {
+        let payload = String(decoding: try JSONSerialization.data(withJSONObject: texts), as: UTF8.self)
+        let result = try await TestProcess.run(python, ["-c", script], input: payload, timeLimit: .seconds(60))
+        guard result.status == 0 else {
+            Issue.record("\(python) failed (\(result.status)): \(result.stderr); install the Debian packages python3 and python3-gi")
             return []
         }
-        let payload = try JSONSerialization.data(withJSONObject: texts)
-        try input.fileHandleForWriting.write(contentsOf: payload)
-        try input.fileHandleForWriting.close()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        let data = Data(result.stdout.utf8)
         let decoded = try JSONSerialization.jsonObject(with: data)
         if let missing = (decoded as? [String: String])?["missing"] {
             Issue.record("GLib's Python bindings are missing (\(missing)); install the Debian package python3-gi")
             return []
         }
         guard let rows = decoded as? [[String]], rows.count == texts.count else {
-            Issue.record("unexpected output from GLib: \(String(decoding: data, as: UTF8.self))")
+            Issue.record("unexpected output from GLib: \(result.stdout)")
             return []
         }
         return rows.map { GLibResult(type: $0[0], annotated: $0[1], unannotated: $0[2]) }
@@ -80,9 +74,9 @@ struct GLibCrossCheckTests {
         }
     }
 
-    static func check(_ values: [DBusValue]) throws {
+    static func check(_ values: [DBusValue]) async throws {
         let texts = values.map { GVariantText.format($0) }
-        let results = try glib(texts)
+        let results = try await glib(texts)
         for (index, result) in results.enumerated() {
             let value = values[index]
             #expect(result.type == value.type.signatureText, "GLib read \(texts[index]) as \(result.type)")
@@ -94,27 +88,27 @@ struct GLibCrossCheckTests {
     }
 
     @Test(.timeLimit(.minutes(1)))
-    func glibReadsAndPrintsOurTableAsWeDo() throws {
+    func glibReadsAndPrintsOurTableAsWeDo() async throws {
         let values = GVariantFormatTests.annotated.map(\.0).filter { !Self.containsSubnormal($0) }
         #expect(values.count >= 40)
-        try Self.check(values)
+        try await Self.check(values)
     }
 
     @Test(.timeLimit(.minutes(1)))
-    func glibReadsAndPrintsGeneratedValuesAsWeDo() throws {
+    func glibReadsAndPrintsGeneratedValuesAsWeDo() async throws {
         var generator = DBusValueGenerator(seed: 2024)
         var values: [DBusValue] = []
         while values.count < 500 {
             let value = generator.value()
             if !Self.containsSubnormal(value) { values.append(value) }
         }
-        try Self.check(values)
+        try await Self.check(values)
     }
 
     @Test(.timeLimit(.minutes(1)))
-    func weReadWhatGLibPrints() throws {
+    func weReadWhatGLibPrints() async throws {
         let texts = GVariantParseTests.inferred.map(\.0).filter { !$0.contains("5e-324") }
-        let results = try Self.glib(texts)
+        let results = try await Self.glib(texts)
         // Texts we accept on purpose although GLib does not (see GVariantText's documentation).
         let extensions: Set<String> = ["{'a': 1, 'b': 1.5}"]
         for (text, result) in zip(texts, results) {
