@@ -3,6 +3,7 @@
 import DBus
 import Foundation
 import SettingsBusTesting
+import SettingsModel
 import Testing
 
 /// The broker's D-Bus contract, exercised with peers that are not ours (`dbus-send`, `gdbus`, `dbus-monitor`)
@@ -36,6 +37,36 @@ struct BrokerContractTests {
             await connection.close()
             #expect(await broker.stop() == 0)
         }
+    }
+
+    /// The shipped XML is well-formed for real XML parsers (a `--` inside its comment once made every one of
+    /// them refuse it): libxml2's `xmllint`, python3's expat, and `gdbus-codegen`, which generates code from it.
+    @Test func theInterfaceXMLIsWellFormedForRealParsers() async throws {
+        let file = Peers.repository.appendingPathComponent("dbus/io.github.settingsbus.Settings1.xml").path
+        let parse = """
+            import sys, xml.dom.minidom
+            names = [m.getAttribute('name') for m in xml.dom.minidom.parse(sys.argv[1]).getElementsByTagName('method')]
+            print(' '.join(names))
+            """
+        let python = try await TestProcess.run("/usr/bin/python3", ["-c", parse, file])
+        #expect(python.status == 0, "python3's XML parser: \(python.stderr)")
+        #expect(
+            python.stdout.split(whereSeparator: \.isWhitespace).map(String.init)
+                == Settings1.requests.map { $0.method.rawValue }, "the methods python3 read")
+        for tool in ["/usr/bin/xmllint", "/usr/bin/gdbus-codegen"] {
+            try #require(FileManager.default.isExecutableFile(atPath: tool), "\(tool) is installed by scripts/prerequisites")
+        }
+        let lint = try await TestProcess.run("/usr/bin/xmllint", ["--noout", file])
+        #expect(lint.status == 0, "xmllint: \(lint.stderr)")
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("codegen-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let codegen = try await TestProcess.run(
+            "/usr/bin/gdbus-codegen",
+            ["--interface-prefix", "io.github.settingsbus.", "--generate-c-code", folder.appendingPathComponent("settings").path, file])
+        #expect(codegen.status == 0, "gdbus-codegen: \(codegen.stderr)")
+        let header = (try? String(contentsOf: folder.appendingPathComponent("settings.h"), encoding: .utf8)) ?? ""
+        #expect(header.contains("settings1_call_apply"), "gdbus-codegen wrote no proxy for Apply")
     }
 
     @Test func aRegisteredTypeRangeAndChoicesAreEnforcedAndTheValueKept() async throws {
