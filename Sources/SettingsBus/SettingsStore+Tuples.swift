@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 import DBus
-public import SettingsModel
+import SettingsModel
 
 extension SettingsStore {
     /// The values of several keys together: a tuple of their current values first, then a new tuple each time

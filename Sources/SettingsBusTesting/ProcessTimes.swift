@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-public import Foundation
+import Foundation
 internal import Glibc
 
 /// A process's parent and CPU time so far, from `/proc/PID/stat`: for tests and the benchmark that check what

@@ -152,7 +152,7 @@ extension SettingsStoreConformance {
             // removingValue removes the value too.
             try await store.unregister(mode.path, removingValue: true)
             try expectEqual(try await changes.next().removed, [mode.path], "the removed value")
-            try await expectError(.unknownKey) { try await store.describe(mode.path) }
+            try await expectError(.unknownKey) { _ = try await store.describe(mode.path) }
         },
         Check(name: "anOptionalKeyWithANilDefaultRegistersWithoutADefault") { store, dir in
             let home = SettingKey<URL?>(try dir.key(named: "home"), default: nil)

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-public import DBus
+import DBus
 
 extension SettingSchema {
     /// One field in which a new registration of a key differs from the registered schema.
