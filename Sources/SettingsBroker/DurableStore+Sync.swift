@@ -25,7 +25,8 @@ public struct RemoteChanges: Sendable {
 
 // The store's hook for sync across machines: with sync on, each commit's writes of synced keys are queued in
 // the store's `sync_outbox` in the commit's own transaction (StorePersistence+Sync.swift), with a version from
-// the clock; a commit of remote changes records their versions and queues nothing. With sync off, a commit
+// the clock; a commit of remote changes records their versions and queues nothing. A registration that makes a
+// synced key secret drops its queued change and, when a value of it may be in the database, queues a reset. With sync off, a commit
 // reads one lock and nothing more.
 extension DurableStore {
     /// The origin of commits of changes pulled from another machine: `sync:<machine name>`.
@@ -71,9 +72,15 @@ extension DurableStore {
                 if let cursor = remote.cursor { record.cursor = max(record.cursor ?? cursor, cursor) }
             }
             for (key, schema) in changeset.registrations {
+                let before = registered[key] ?? committed.withLock { $0.schemas[key] }
                 registered[key] = schema
                 if settings.directories.contains(where: { $0.contains(key) }), !settings.syncs(key, schema: schema) {
                     record.unqueued.append(key)
+                    // Made secret: the value the database may have of it is replaced by a reset (a tombstone).
+                    if schema.isSecret, before?.isSecret != true {
+                        let version = SyncVersion(clock: settings.clock.tick(), machine: settings.machine)
+                        record.tombstones.append(SyncChange(key: key, value: nil, version: version))
+                    }
                 }
             }
             for key in changeset.unregistrations { registered[key] = .some(nil) }

@@ -56,29 +56,46 @@ extension StorePersistence {
             try db.execute("DELETE FROM sync_outbox WHERE path = ?", [.text(key.rawValue)])
         }
         for change in record.queued {
-            try db.execute(
-                """
-                INSERT INTO sync_outbox (path, type, value, clock, machine) VALUES (?, ?, ?, ?, ?)
-                ON CONFLICT(path) DO UPDATE SET type = excluded.type, value = excluded.value,
-                    clock = excluded.clock, machine = excluded.machine
-                """,
-                [
-                    .text(change.key.rawValue), .nullable(change.value?.type.signatureText),
-                    .nullable(change.value.map { GVariantText.format($0) }),
-                    .integer(Int64(bitPattern: change.version.clock)), .text(change.version.machine),
-                ])
+            try queue(change, db)
         }
         for (key, version) in record.versions {
-            try db.execute(
-                """
-                INSERT INTO sync_versions (path, clock, machine) VALUES (?, ?, ?)
-                ON CONFLICT(path) DO UPDATE SET clock = excluded.clock, machine = excluded.machine
-                """,
-                [.text(key.rawValue), .integer(Int64(bitPattern: version.clock)), .text(version.machine)])
+            try recordVersion(version, of: key, db)
+        }
+        // A key made secret whose value may be in the database: a reset replaces it there.
+        for tombstone in record.tombstones {
+            let known = try db.integer("SELECT COUNT(*) FROM sync_versions WHERE path = ?", [.text(tombstone.key.rawValue)])
+            guard (known ?? 0) > 0 else { continue }
+            try queue(tombstone, db)
+            try recordVersion(tombstone.version, of: tombstone.key, db)
         }
         if let cursor = record.cursor {
             try setSyncState("cursor", .integer(cursor), db)
         }
+    }
+
+    /// Queues a change for the database, replacing the key's queued one.
+    private static func queue(_ change: SyncChange, _ db: SQLiteConnection) throws {
+        try db.execute(
+            """
+            INSERT INTO sync_outbox (path, type, value, clock, machine) VALUES (?, ?, ?, ?, ?)
+            ON CONFLICT(path) DO UPDATE SET type = excluded.type, value = excluded.value,
+                clock = excluded.clock, machine = excluded.machine
+            """,
+            [
+                .text(change.key.rawValue), .nullable(change.value?.type.signatureText),
+                .nullable(change.value.map { GVariantText.format($0) }),
+                .integer(Int64(bitPattern: change.version.clock)), .text(change.version.machine),
+            ])
+    }
+
+    /// Records the version of a key's last change.
+    private static func recordVersion(_ version: SyncVersion, of key: SettingPath, _ db: SQLiteConnection) throws {
+        try db.execute(
+            """
+            INSERT INTO sync_versions (path, clock, machine) VALUES (?, ?, ?)
+            ON CONFLICT(path) DO UPDATE SET clock = excluded.clock, machine = excluded.machine
+            """,
+            [.text(key.rawValue), .integer(Int64(bitPattern: version.clock)), .text(version.machine)])
     }
 
     static func setSyncState(_ name: String, _ value: SQLiteArgument, _ db: SQLiteConnection) throws {

@@ -139,10 +139,14 @@ struct SyncRecord: Sendable {
     var versions: [(key: SettingPath, version: SyncVersion)] = []
     /// Keys that stopped syncing (registered secret or machine-local): their queued changes are dropped.
     var unqueued: [SettingPath] = []
+    /// Resets queued for keys made secret, so that the database keeps no value of them: each is queued (after
+    /// `unqueued` dropped the key's queued change) only when the key has a recorded version, that is when a
+    /// value of it may have reached the database.
+    var tombstones: [SyncChange] = []
     /// The cursor a remote commit moves to, if any.
     var cursor: Int64?
 
-    var isEmpty: Bool { queued.isEmpty && versions.isEmpty && unqueued.isEmpty && cursor == nil }
+    var isEmpty: Bool { queued.isEmpty && versions.isEmpty && unqueued.isEmpty && tombstones.isEmpty && cursor == nil }
 }
 
 /// Sync across machines as the broker sees it (the engine is in `SettingsSync`, so that this module knows

@@ -104,6 +104,15 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
 
     @Option(help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String = "info"
+    @Option(
+        help: ArgumentHelp(
+            """
+            The most bytes the history's commits take in the store: a number of bytes, or of KiB, MiB or GiB \
+            with K, M or G (4M); the oldest commits go first, and a commit whose values take more than a quarter \
+            of it is kept without them. 0 for no size limit.
+            """, valueName: "size"))
+    var historySize: String = "4M"
+
 
     @Option(
         help: ArgumentHelp(
@@ -200,6 +209,19 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
         }
     }
 
+        guard Self.bytes(historySize) != nil else {
+            throw ValidationError(
+                "--history-size takes a number of bytes, or of KiB, MiB or GiB such as 4M; not '\(historySize)'")
+        }
+    }
+
+    /// `4096`, `512K`, `4M`, `1G` in bytes; nil for anything else.
+    static func bytes(_ text: String) -> Int? {
+        let units: [Character: Int] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30]
+        let unit = text.last.flatMap { units[$0] }
+        guard let count = Int(unit == nil ? Substring(text) : text.dropLast()), count >= 0 else { return nil }
+        let (bytes, overflow) = count.multipliedReportingOverflow(by: unit ?? 1)
+        return overflow ? nil : bytes
     /// `90`, `15m`, `12h`, `30d` in seconds; nil for anything else.
     static func seconds(_ text: String) -> Int64? {
         let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
@@ -269,7 +291,9 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
             configuration.sync = SyncEngine(
                 configuration: sync, logger: logger, environment: ProcessInfo.processInfo.environment)
         }
-        configuration.history = HistoryLimits(commits: historyLimit, ageSeconds: Self.seconds(historyAge) ?? 0)
+        configuration.history = HistoryLimits(
+            commits: historyLimit, ageSeconds: Self.seconds(historyAge) ?? 0,
+            bytes: Self.bytes(historySize) ?? HistoryLimits.defaultBytes)
         let service = BrokerService(configuration: configuration, logger: logger)
         let group = ServiceGroup(
             configuration: .init(

@@ -17,8 +17,9 @@ struct LogCommand: AsyncParsableCommand {
             name and unique bus name, the key, and its old and new user value in GVariant text ('(none)' for \
             no user value: a reset, or a key set for the first time). Keys registered as secret show \
             '(secret)': the history keeps no values of them. The broker keeps the last commits that changed \
-            values (settings-broker --history-limit, --history-age); settingsctl undo SERIAL restores what one \
-            of them changed.
+            values (settings-broker --history-limit, --history-age, --history-size); settingsctl undo SERIAL \
+            restores what one of them changed. A long history is read from the broker a page at a time and \
+            printed as it comes; with --json, as one array once every page is read.
             """)
 
     @OptionGroup var bus: BusOptions
@@ -55,11 +56,34 @@ struct LogCommand: AsyncParsableCommand {
                         + "90m or 2d; not '\(since)'")
             }
         }
-        let commits = try await bus.withStore { store in try await store.call(request).commits }
-        if output.json {
-            Output.lines([JSONValue.array(commits.map(Self.json)).text])
-        } else {
-            Output.lines(commits.flatMap(Self.lines))
+        let json = output.json
+        var commits: [JSONValue] = []
+        try await bus.withStore { store in
+            try await Self.forEachPage(request, store: store) { page in
+                if json {
+                    commits += page.map(Self.json)
+                } else {
+                    Output.lines(page.flatMap(Self.lines))
+                }
+            }
+        }
+        if json { Output.lines([JSONValue.array(commits).text]) }
+    }
+
+    /// Calls `body` with each page of the commits `request` asks for, oldest first (the broker answers a page
+    /// of at most about 1 MiB at a time); at most `request.limit` commits in all (0: every one kept).
+    static func forEachPage(
+        _ request: Settings1.HistoryRequest, store: BusSettingsStore,
+        _ body: ([Settings1.HistoryReply.Commit]) throws -> Void
+    ) async throws {
+        var next: Settings1.HistoryRequest? = request
+        var answered = 0
+        while let asked = next {
+            var reply = try await store.call(asked)
+            if request.limit > 0 { reply.commits = Array(reply.commits.prefix(Int(request.limit) - answered)) }
+            answered += reply.commits.count
+            try body(reply.commits)
+            next = asked.next(after: reply, answered: answered)
         }
     }
 

@@ -27,6 +27,8 @@ struct UndoCommand: AsyncParsableCommand {
         let serial = self.serial
         guard serial > 0 else { throw CtlError(.usage, "serials start at 1") }
         let applied = try await bus.withStore { store in
+            // The first page from the commit on (the broker reads no further than one page), of which only the
+            // commit is used: whether a key changed since is told by its value now, not by the later commits.
             let commits = try await store.call(Settings1.HistoryRequest(sinceSerial: serial - 1, limit: 0)).commits
             guard let commit = commits.first, commit.serial == serial else {
                 throw CtlError(
@@ -41,7 +43,8 @@ struct UndoCommand: AsyncParsableCommand {
                         ? "commit \(serial) changed \(change.key), a secret key: the history keeps no values of "
                             + "secret keys, so it cannot be undone"
                         : "commit \(serial) changed \(change.key) in a commit too large for the history to keep its "
-                            + "values (more than 1,024 keys, or a value over 16 KiB), so it cannot be undone")
+                            + "values (more than 1,024 keys, a value over 16 KiB, or values over a quarter of "
+                            + "settings-broker --history-size), so it cannot be undone")
             }
             // The serial first, then each key's value: Apply's if-serial then refuses anything written after
             // the values were compared.

@@ -130,4 +130,160 @@ struct HistoryTests {
             #expect(await broker.stop() == 0)
         }
     }
+
+    /// Every page of what `request` asks for.
+    static func allHistory(
+        _ connection: DBusConnection, _ request: Settings1.HistoryRequest = Settings1.HistoryRequest()
+    ) async throws -> [Settings1.HistoryReply.Commit] {
+        var commits: [Settings1.HistoryReply.Commit] = []
+        var next: Settings1.HistoryRequest? = request
+        while let asked = next {
+            let reply = try Settings1.HistoryReply(try await connection.settings("History", asked.body))
+            commits += reply.commits
+            next = asked.next(after: reply, answered: commits.count)
+        }
+        return commits
+    }
+
+    /// A string of `size` bytes of one digit, the digit `seed`'s last.
+    static func blob(_ seed: Int, size: Int = 15 * 1024) -> DBusValue {
+        .string(String(repeating: String(seed % 10), count: size))
+    }
+
+    /// The bytes the pages of table `history` take in the store file (sqlite3's `dbstat`).
+    static func historyPages(_ path: String) async throws -> Int {
+        let text = try await runSQLite(path, "SELECT SUM(pgsize) FROM dbstat WHERE name = 'history';")
+        return Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+    }
+
+    @Test func aHistoryLargerThanOneMessageIsAnsweredAPageAtATime() async throws {
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus, arguments: ["--history-size", "0"])
+            let connection = try await bus.connect()
+            // Given: more history than one reply may carry (32 MiB): 11 commits of 100 values of 15 KiB (3 MiB
+            // each with the values before them), then 200 commits of one such value.
+            let keys = try (0..<100).map { try SettingPath("/page/k\($0)") }
+            for round in 0..<11 {
+                let apply = Settings1.ApplyRequest(sets: keys.map { ($0, Self.blob(round)) }, resets: [])
+                _ = try await connection.settings("Apply", apply.body)
+            }
+            for index in 0..<200 {
+                _ = try await connection.settings("Set", [.string("/page/small"), .variant(Self.blob(index))])
+            }
+
+            // When: the whole history is asked for, page after page.
+            var pages: [[Settings1.HistoryReply.Commit]] = []
+            var answered = 0
+            var next: Settings1.HistoryRequest? = Settings1.HistoryRequest()
+            while let request = next {
+                let reply = try Settings1.HistoryReply(try await connection.settings("History", request.body))
+                pages.append(reply.commits)
+                answered += reply.commits.count
+                next = request.next(after: reply, answered: answered)
+            }
+
+            // Then: every commit once, in order, each reply a page (or one commit larger than a page).
+            #expect(pages.flatMap { $0 }.map(\.serial) == Array(1...211))
+            for page in pages where page.count > 1 {
+                #expect(Settings1.HistoryReply(commits: page).body[0].approximateSize <= Settings1.HistoryReply.pageSize)
+            }
+            #expect(pages.count > 12, "\(pages.map(\.count))")
+            #expect(pages.flatMap { $0 }.first?.changes.count == 100)
+            #expect(pages.flatMap { $0 }.last?.changes == [.init(key: "/page/small", old: Self.blob(198), new: Self.blob(199))])
+
+            // And: a limit pages the same way: the newest 150 commits.
+            var limited: [Settings1.HistoryReply.Commit] = []
+            next = Settings1.HistoryRequest(limit: 150)
+            while let request = next {
+                let reply = try Settings1.HistoryReply(try await connection.settings("History", request.body))
+                limited += reply.commits
+                next = request.next(after: reply, answered: limited.count)
+            }
+            #expect(limited.map(\.serial) == Array(62...211))
+            await connection.close()
+            #expect(await broker.stop() == 0)
+        }
+    }
+
+    @Test func theHistoryIsBoundedInBytesByDefault() async throws {
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus, arguments: ["--history-limit", "1000"])
+            let connection = try await bus.connect()
+            // When: 600 commits of a 15 KiB value, each with the value before it (18 MB of values in all).
+            for index in 0..<600 {
+                _ = try await connection.settings("Set", [.string("/size/k"), .variant(Self.blob(index))])
+            }
+            // Then: the history's pages in the store file take about the default 4 MiB, no more.
+            let pages = try await Self.historyPages(broker.storePath)
+            #expect(pages <= 5 << 20, "\(pages) bytes")
+            #expect(pages >= 3 << 20, "\(pages) bytes")
+            let kept = try await Self.allHistory(connection)
+            #expect(kept.last?.serial == 600)
+            #expect(kept.count < 150 && kept.count > 100, "\(kept.count)")
+
+            // And: a commit whose values take more than a quarter of the size is kept without them.
+            let keys = try (0..<80).map { try SettingPath("/size/many\($0)") }
+            let apply = Settings1.ApplyRequest(sets: keys.map { ($0, Self.blob(7)) }, resets: [])
+            _ = try await connection.settings("Apply", apply.body)
+            let large = try #require(try await Self.history(connection, .init(limit: 1)).first)
+            #expect(large.changes.count == 80 && large.changes.allSatisfy { $0.omitted == "large" && $0.new == nil })
+            await connection.close()
+            #expect(await broker.stop() == 0)
+        }
+    }
+
+    @Test func aWritersRowLeavesTheHistoryWithItsLastCommit() async throws {
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus, arguments: ["--history-limit", "10"])
+            // When: 40 writers of their own (unique names) change a value, then 70 more write the value it has
+            // already (no commit), then one more changes it.
+            for index in 0..<110 {
+                let writer = try await bus.connect()
+                _ = try await writer.settings("Set", [.string("/writers/k"), .variant(.int32(Int32(min(index, 40))))])
+                await writer.close()
+            }
+            let last = try await bus.connect()
+            _ = try await last.settings("Set", [.string("/writers/k"), .variant(.int32(-1))])
+            // Then: the writers' table names only writers of the 10 commits kept (one more at most, whose row
+            // was written after the last pruning); it had a row for each of the 111 writers.
+            let rows = try await runSQLite(
+                broker.storePath, "SELECT COUNT(*) FROM history_writers; SELECT COUNT(DISTINCT origin) FROM history;"
+            ).split(separator: "\n").compactMap { Int($0) }
+            #expect(rows.count == 2 && rows[1] == 10 && rows[0] <= rows[1] + 1, "\(rows)")
+            #expect(try await Self.history(last).count == 10)
+            await last.close()
+            #expect(await broker.stop() == 0)
+        }
+    }
+
+    @Test func aKeyMadeSecretLaterLeavesNoPastValueInTheHistory() async throws {
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus)
+            let connection = try await bus.connect()
+            // Given: values of a key, then of another, in the history.
+            _ = try await connection.settings("Set", [.string("/later/token"), .variant(.string("hunter2"))])
+            _ = try await connection.settings("Set", [.string("/later/token"), .variant(.string("hunter3"))])
+            _ = try await connection.settings("Set", [.string("/later/other"), .variant(.string("plain"))])
+
+            // When: the key is registered as secret.
+            _ = try await connection.settings(
+                "Register",
+                [.string("/later/token"), .string("s"), .variant(.string("")), .stringMap([("secret", .boolean(true))])])
+
+            // Then: its commits are kept without values, the other key's value is kept, and the store file's
+            // history holds no value of the key.
+            let commits = try await Self.history(connection)
+            typealias Change = Settings1.HistoryReply.Change
+            #expect(commits.map(\.changes) == [
+                [Change(key: "/later/token", omitted: "secret", old: nil, new: nil)],
+                [Change(key: "/later/token", omitted: "secret", old: nil, new: nil)],
+                [Change(key: "/later/other", old: nil, new: .string("plain"))],
+            ])
+            let rows = try await runSQLite(
+                broker.storePath, "SELECT key, omitted, IFNULL(old_value, 'NULL'), IFNULL(new_value, 'NULL') FROM history;")
+            #expect(!rows.contains("hunter"), "\(rows)")
+            await connection.close()
+            #expect(await broker.stop() == 0)
+        }
+    }
 }

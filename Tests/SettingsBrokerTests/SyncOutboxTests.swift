@@ -142,6 +142,43 @@ struct SyncOutboxTests {
         store.persistence.close()
     }
 
+    @Test func aKeyMadeSecretLaterLeavesNoValueQueuedAndQueuesAResetOfWhatTheDatabaseHas() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.url.appendingPathComponent("settings.db").path
+        let store = try await DurableStore.open(path: path)
+        store.enableSync(try Self.settings())
+        let pushed = try Self.key("/sync/token")
+        let queuedOnly = try Self.key("/sync/pin")
+        let untouched = try Self.key("/sync/fresh")
+        // Given: a value of /sync/token the database has taken (acknowledged), and one of /sync/pin still
+        // queued.
+        _ = try await store.apply(Changeset(sets: [(pushed, .string("hunter2"))], origin: "t"))
+        let first = try await store.queuedSyncChanges(limit: 10)
+        try await store.acknowledgeSyncChanges(first, as: first.map(\.version))
+        #expect(try await store.queuedSyncCount() == 0)
+        _ = try await store.apply(Changeset(sets: [(queuedOnly, .string("1234"))], origin: "t"))
+
+        // When: both are registered again as secret, with a key that never had a value.
+        _ = try await store.apply(
+            Changeset(
+                registrations: [pushed, queuedOnly, untouched].map { ($0, SettingSchema(defaultValue: .string(""), isSecret: true)) },
+                origin: "t"))
+
+        // Then: each of the two is queued as a reset (a tombstone), newer than its value; the fresh key is not.
+        let queued = try await store.queuedSyncChanges(limit: 10)
+        #expect(Set(queued.map(\.key)) == [pushed, queuedOnly])
+        #expect(queued.allSatisfy { $0.value == nil })
+        #expect(queued.allSatisfy { $0.version > first[0].version })
+        // And: a later write of the secret keys queues nothing.
+        _ = try await store.apply(Changeset(sets: [(pushed, .string("hunter3"))], origin: "t"))
+        #expect(try await store.queuedSyncChanges(limit: 10).allSatisfy { $0.value == nil })
+        await store.close()
+        store.persistence.close()
+        let dump = try await runSQLite(path, "SELECT path, IFNULL(value, 'NULL') FROM sync_outbox;")
+        #expect(!dump.contains("hunter") && !dump.contains("1234"), "\(dump)")
+    }
+
     @Test func aStoreWithoutTheSyncTablesOpensAndKeepsItsSchemas() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }

@@ -3,6 +3,7 @@
 import DBus
 import Foundation
 import SettingsBusTesting
+import SettingsModel
 import Testing
 
 /// `settingsctl log` prints the broker's history of commits, and `settingsctl undo` restores what one commit
@@ -101,6 +102,40 @@ struct HistoryCommandTests {
             let serial = try #require(try await Ctl.output(bus, ["log", "--limit", "1"]).split(separator: " ").first)
             try await Ctl.failure(bus, ["undo", String(serial)], status: 1, message: "/race/token, a secret key")
             #expect(try await Ctl.output(bus, ["log", "/race/token"]).contains("(secret) → (secret)"))
+            #expect(await broker.stop() == 0)
+        }
+    }
+
+    @Test func logAndUndoWorkOnAHistoryLargerThanOneMessage() async throws {
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus, arguments: ["--history-size", "0"])
+            _ = try await Ctl.output(bus, ["set", "/big/other", "1"])
+            // Given: more history than one reply may carry (32 MiB): 11 commits of 100 values of 15 KiB, each
+            // with the values before them.
+            let connection = try await bus.connect()
+            let keys = try (0..<100).map { try SettingPath("/big/k\($0)") }
+            for round in 0..<11 {
+                let value = DBusValue.string(String(repeating: String(round), count: 15 * 1024))
+                let apply = Settings1.ApplyRequest(sets: keys.map { ($0, value) }, resets: [])
+                _ = try await connection.call(
+                    destination: TestBroker.busName, path: "/io/github/settingsbus/Settings1",
+                    interface: "io.github.settingsbus.Settings1", member: "Apply", arguments: apply.body)
+            }
+            await connection.close()
+
+            // Then: log prints every change, page after page, oldest first; --limit the newest.
+            let lines = try await Ctl.output(bus, ["log"]).split(separator: "\n")
+            #expect(lines.count == 1 + 11 * 100)
+            #expect(lines.first?.hasPrefix("1  ") == true)
+            #expect(lines.last?.hasPrefix("12  ") == true)
+            #expect(try await Ctl.output(bus, ["log", "--limit", "2"]).split(separator: "\n").first?.hasPrefix("11  ") == true)
+            let json = try await Ctl.output(bus, ["log", "--json", "--since", "10"])
+            let commits = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [[String: Any]])
+            #expect(commits.map { $0["serial"] as? Int } == [11, 12])
+
+            // And: undo of the first commit reads it alone, not the 33 MB after it, and restores it.
+            #expect(try await Ctl.output(bus, ["undo", "1"]) == "undid commit 1 as commit 13\n")
+            try await Ctl.failure(bus, ["get", "/big/other"], status: 3, message: "/big/other")
             #expect(await broker.stop() == 0)
         }
     }

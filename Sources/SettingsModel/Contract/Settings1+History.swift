@@ -6,12 +6,17 @@ public import DBus
 
 extension Settings1 {
     /// `History(s keyOrDir, t since_serial, x since_time, u limit) → a(txssua(ssavav)) commits`: the commits
-    /// the broker kept that changed user values, oldest first.
+    /// the broker kept that changed user values, oldest first, a page at a time.
     ///
     /// `keyOrDir` is a key or a directory (empty or `/` for every key): only commits that changed a key there
     /// are answered, with only those keys. `since_serial` and `since_time` (microseconds since the epoch) leave
     /// out commits at or before that serial, or before that time (0: no bound). `limit` keeps the newest that
     /// many commits (0: every kept commit).
+    ///
+    /// A reply holds the oldest of the commits asked for that fit in ``HistoryReply/pageSize`` bytes (as
+    /// `DBusValue.approximateSize` counts them), and at least one. The rest are asked for with the same
+    /// arguments and `since_serial` set to the last serial answered (``next(after:answered:)``), until a reply is
+    /// empty (or, with a limit, that many commits were answered).
     public struct HistoryRequest: Request {
         public typealias Reply = HistoryReply
         public static let method: MemberName = "History"
@@ -60,10 +65,28 @@ extension Settings1 {
         public var body: [DBusValue] {
             [.string(location.rawValue), .uint64(sinceSerial), .int64(sinceTime), .uint32(limit)]
         }
+
+        /// The request for the page after `reply`, nil when there is none: `reply` is empty, or the pages so far
+        /// hold the `limit` commits asked for (`answered`, `reply`'s included). It is this request from the last
+        /// serial answered, with the same limit: the newest `limit` commits after that serial are the rest of
+        /// those first asked for, and any commit made since comes after them (a caller keeps the first
+        /// `limit` answered in all).
+        public func next(after reply: HistoryReply, answered: Int) -> HistoryRequest? {
+            guard let last = reply.commits.last else { return nil }
+            if limit > 0 && answered >= Int(limit) { return nil }
+            var next = self
+            next.sinceSerial = last.serial
+            return next
+        }
     }
 
-    /// The reply of `History`: `a(txssua(ssavav)) commits`, oldest first.
+    /// The reply of `History`: `a(txssua(ssavav)) commits`, oldest first: a page of at most ``pageSize`` bytes
+    /// (more for a single commit larger than that).
     public struct HistoryReply: MessageBody {
+        /// The most bytes of commits one reply holds, as `DBusValue.approximateSize` counts them: 1 MiB. A
+        /// page is far below what a bus carries in one message, and reading it holds little in memory.
+        public static let pageSize = 1 << 20
+
         static let changeType = DBusType.structure([.string, .string, .array(.variant), .array(.variant)])
         static let commitType = DBusType.structure([.uint64, .int64, .string, .string, .uint32, .array(changeType)])
         public static let arguments = [DBusArgument("commits", .array(commitType))]
@@ -153,22 +176,27 @@ extension Settings1 {
         }
 
         public var body: [DBusValue] {
+            [.array(Self.commitType, commits.map(Self.element))]
+        }
+
+        /// One commit as an element of the reply's array.
+        static func element(_ commit: Commit) -> DBusValue {
             func maybe(_ value: DBusValue?) -> DBusValue { .array(.variant, value.map { [.variant($0)] } ?? []) }
-            return [
+            return .structure([
+                .uint64(commit.serial), .int64(commit.time), .string(commit.writer), .string(commit.process),
+                .uint32(commit.pid),
                 .array(
-                    Self.commitType,
-                    commits.map { commit in
-                        .structure([
-                            .uint64(commit.serial), .int64(commit.time), .string(commit.writer),
-                            .string(commit.process), .uint32(commit.pid),
-                            .array(
-                                Self.changeType,
-                                commit.changes.map {
-                                    .structure([.string($0.key), .string($0.omitted), maybe($0.old), maybe($0.new)])
-                                }),
-                        ])
-                    })
-            ]
+                    Self.changeType,
+                    commit.changes.map {
+                        .structure([.string($0.key), .string($0.omitted), maybe($0.old), maybe($0.new)])
+                    }),
+            ])
+        }
+
+        /// What a commit takes in a reply, as ``pageSize`` counts it; with room for a process name (16 bytes
+        /// at most) filled in later.
+        public static func approximateSize(of commit: Commit) -> Int {
+            element(commit).approximateSize + (commit.process.isEmpty ? 16 : 0)
         }
     }
 }
