@@ -148,7 +148,9 @@ public struct AdministratorLayer: Sendable, Equatable {
                     }
                 } catch {
                     problems.append(
-                        Problem(file: file, line: index + 1, message: "'\(line)' is not a key or directory: \(error.message)"))
+                        Problem(
+                            file: file, line: index + 1,
+                            message: "'\(LineText.excerpt(line))' is not a key or directory: \(error.message)"))
                 }
             }
         }
@@ -166,10 +168,12 @@ public struct FileProblem: Error, Sendable, Hashable, CustomStringConvertible {
     /// What is wrong, for people.
     public var message: String
 
+    /// - Parameter message: kept to its first ``FileBounds/maximumMessage`` characters (then `…`), control
+    ///   characters shown as `�`: a problem quotes a line of a file, which may be of any length.
     public init(file: String, line: Int?, message: String) {
         self.file = file
         self.line = line
-        self.message = message
+        self.message = LineText.excerpt(message, limit: FileBounds.maximumMessage)
     }
 
     /// `file: line N: message`.

@@ -96,7 +96,7 @@ public enum Keyfile {
                     comments.append(
                         Comment(group: group, line: number, text: LineText.trimmed(trimmed.dropFirst(commentPrefix.count))))
                 } else if !groupIsBroken {
-                    problems.append(Problem(line: number, message: "'\(trimmed)' comes before the first [group] line"))
+                    problems.append(Problem(line: number, message: "'\(LineText.excerpt(trimmed))' comes before the first [group] line"))
                 }
                 continue
             }
@@ -107,7 +107,7 @@ public enum Keyfile {
                 group = nil
                 groupIsBroken = true
                 guard trimmed.hasSuffix("]"), let close = trimmed.lastIndex(of: "]") else {
-                    problems.append(Problem(line: number, message: "a group line is '[path]', not '\(trimmed)'"))
+                    problems.append(Problem(line: number, message: "a group line is '[path]', not '\(LineText.excerpt(trimmed))'"))
                     continue
                 }
                 let name = trimmed[trimmed.index(after: trimmed.startIndex)..<close]
@@ -123,11 +123,11 @@ public enum Keyfile {
             }
             if groupIsBroken { continue }
             guard let equals = trimmed.firstIndex(of: "=") else {
-                problems.append(Problem(line: number, message: "expected 'name=value' or '[group]', found '\(trimmed)'"))
+                problems.append(Problem(line: number, message: "expected 'name=value' or '[group]', found '\(LineText.excerpt(trimmed))'"))
                 continue
             }
             guard let group else {
-                problems.append(Problem(line: number, message: "'\(trimmed)' comes before the first [group] line"))
+                problems.append(Problem(line: number, message: "'\(LineText.excerpt(trimmed))' comes before the first [group] line"))
                 continue
             }
             let name = LineText.trimmed(trimmed[..<equals])

@@ -34,6 +34,12 @@ public struct SchemaFile: Sendable {
         /// What is wrong, for people.
         public var message: String
 
+        /// - Parameter message: kept to its first ``FileBounds/maximumMessage`` characters (then `…`).
+        public init(line: Int, message: String) {
+            self.line = line
+            self.message = LineText.excerpt(message, limit: FileBounds.maximumMessage)
+        }
+
         /// `line N: message`.
         public var description: String { "line \(line): \(message)" }
     }
@@ -60,7 +66,7 @@ public struct SchemaFile: Sendable {
             if line.isEmpty || line.hasPrefix("#") || line.hasPrefix(";") { continue }
             if line.hasPrefix("[") {
                 guard line.hasSuffix("]") else {
-                    throw Problem(line: number, message: "a group line is '[/directory/]', not '\(line)'")
+                    throw Problem(line: number, message: "a group line is '[/directory/]', not '\(LineText.excerpt(line))'")
                 }
                 let name = line.dropFirst().dropLast().split(separator: "/").joined(separator: "/")
                 do {
@@ -71,20 +77,20 @@ public struct SchemaFile: Sendable {
                 continue
             }
             guard let equals = line.firstIndex(of: "=") else {
-                throw Problem(line: number, message: "expected 'key.field=value' or '[/directory/]', found '\(line)'")
+                throw Problem(line: number, message: "expected 'key.field=value' or '[/directory/]', found '\(LineText.excerpt(line))'")
             }
             guard let group else {
-                throw Problem(line: number, message: "'\(line)' comes before the first [/directory/] line")
+                throw Problem(line: number, message: "'\(LineText.excerpt(line))' comes before the first [/directory/] line")
             }
             let left = LineText.trimmed(line[..<equals])
             let value = LineText.trimmed(line[line.index(after: equals)...])
             guard let dot = left.lastIndex(of: ".") else {
-                throw Problem(line: number, message: "'\(left)' names no field: write key.type, key.default, key.summary, …")
+                throw Problem(line: number, message: "'\(LineText.excerpt(left))' names no field: write key.type, key.default, key.summary, …")
             }
             let field = String(left[left.index(after: dot)...])
             guard Self.fieldNames.contains(field) else {
                 let known = Self.fieldNames.joined(separator: ", ")
-                throw Problem(line: number, message: "unknown field '\(field)'; the fields are \(known)")
+                throw Problem(line: number, message: "unknown field '\(LineText.excerpt(field))'; the fields are \(known)")
             }
             let key: SettingPath
             do {
@@ -119,7 +125,7 @@ public struct SchemaFile: Sendable {
             do {
                 type = try DBusType(parsing: text)
             } catch {
-                throw Problem(line: line, message: "\(key).type '\(text)' is not one D-Bus type: \(error.message)")
+                throw Problem(line: line, message: "\(key).type '\(LineText.excerpt(text))' is not one D-Bus type: \(error.message)")
             }
         }
         let defaultValue = try parse("default", as: type)
@@ -150,13 +156,13 @@ public struct SchemaFile: Sendable {
         }
         if let (text, line) = fields.values["secret"] {
             guard text == "true" || text == "false" else {
-                throw Problem(line: line, message: "\(key).secret is true or false, not '\(text)'")
+                throw Problem(line: line, message: "\(key).secret is true or false, not '\(LineText.excerpt(text))'")
             }
             schema.isSecret = text == "true"
         }
         if let (text, line) = fields.values["machine-local"] {
             guard text == "true" || text == "false" else {
-                throw Problem(line: line, message: "\(key).machine-local is true or false, not '\(text)'")
+                throw Problem(line: line, message: "\(key).machine-local is true or false, not '\(LineText.excerpt(text))'")
             }
             schema.isMachineLocal = text == "true"
         }

@@ -14,7 +14,9 @@ struct CheckAdminCommand: AsyncParsableCommand {
         discussion: """
             Reads DIR/defaults.d/*.conf (keyfiles, as 'dump' prints them) and DIR/locks.d/* (one key or \
             directory per line) as the broker reads /etc/settingsbus, and prints every problem with its file \
-            and line; the broker would skip such a file whole. With --registered, also checks each default \
+            and line; the broker would skip such a file whole. Like the broker, refuses a file over 1 MiB, \
+            files past the first 1000 of a folder or past 16 MiB in all, and folders and files that users \
+            other than root (and the user running this) can write. With --registered, also checks each default \
             against the schema the broker has registered for its key (after the conversions the broker makes, \
             such as int32 to int64): a default the schema refuses would not be served. Prints a summary last. \
             Exit status 0 when there is no problem, 4 when there is one.
@@ -36,22 +38,32 @@ struct CheckAdminCommand: AsyncParsableCommand {
         var problems: [String] = []
         var files: [AdministratorLayer.FileContent] = []
         var fileCount = 0
+        // Who may write the folder, the folders above it, the subfolders and the files, as the broker checks.
+        let owners = FileOwners()
+        if let unsafe = owners.unsafeFolder(directory, above: true) {
+            problems.append("\(unsafe.path): \(unsafe.reason); the broker would read nothing through it")
+        }
         for kind in [AdministratorLayer.FileKind.defaults, .locks] {
             let folder = (directory as NSString).appendingPathComponent(kind.rawValue)
-            let names = ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [])
-                .sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
-            for name in names {
-                let path = (folder as NSString).appendingPathComponent(name)
-                guard AdministratorLayer.reads(name, as: kind) else {
-                    if kind == .defaults, !name.hasPrefix(".") {
-                        problems.append("\(path): not read: the files of defaults.d end in .conf")
-                    }
-                    continue
+            if let unsafe = owners.unsafeFolder(folder, above: false) {
+                problems.append("\(unsafe.path): \(unsafe.reason); the broker would read nothing in it")
+            }
+            for name in BoundedFile.names(in: folder) where !AdministratorLayer.reads(name, as: kind) {
+                if kind == .defaults, !name.hasPrefix(".") {
+                    problems.append("\(folder)/\(name): not read: the files of defaults.d end in .conf")
                 }
+            }
+            // Read within the broker's bounds (FileBounds): a file it would refuse is a problem here too.
+            let contents = BoundedFile.readFolder(
+                folder, accepting: { AdministratorLayer.reads($0, as: kind) }, owners: owners)
+            problems += contents.problems.map(\.description)
+            for (path, result) in contents.files {
                 fileCount += 1
-                guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8)
-                else {
-                    problems.append("\(path): cannot be read as UTF-8 text")
+                let text: String
+                do throws(FileProblem) {
+                    text = try result.get()
+                } catch {
+                    problems.append(error.description)
                     continue
                 }
                 let found = AdministratorLayer.problems(in: text, as: kind, file: path)

@@ -7,7 +7,14 @@ extension SchemaFile {
     ///
     /// - Throws: ``CtlError`` with status ``ExitStatus/invalid`` naming the file, the line and what is wrong.
     static func read(_ path: String) throws -> [SettingPath: SettingSchema] {
-        let text = try LoadCommand.read(path)
+        // Within the broker's bound on a schema file (FileBounds): it would refuse a larger one.
+        let text: String
+        do throws(FileProblem) {
+            text = try path == "-"
+                ? BoundedFile.read(descriptor: 0, name: "standard input") : BoundedFile.read(path, regularOnly: false)
+        } catch {
+            throw CtlError(error.message.hasPrefix("cannot be read") ? .failure : .invalid, error.description)
+        }
         do {
             return try SchemaFile(parsing: text).schemas
         } catch {

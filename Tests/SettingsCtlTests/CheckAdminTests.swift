@@ -102,4 +102,33 @@ struct CheckAdminTests {
             #expect(await broker.stop() == 0)
         }
     }
+
+    /// A file larger than the broker reads is named and not read; a long line is quoted by a short prefix;
+    /// a folder other users can write is named; a schema file too large for `check` is refused.
+    @Test func oversizedFilesLongLinesAndFoldersOthersCanWriteAreNamed() async throws {
+        let filler = String(repeating: "# a comment line, many times over, to make a file too large to read\n", count: 20_000)
+        let folder = try Self.folder([
+            "defaults.d/10-big.conf": "[org/example/app]\ntheme='dark'\n" + filler,
+            "locks.d/long": "/org/example/app/size\n" + String(repeating: "y", count: 200_000) + "\n",
+        ])
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let schema = folder.appendingPathComponent("big.schema")
+        try ("[/org/example/app/]\ntheme.type=s\n" + filler).write(to: schema, atomically: true, encoding: .utf8)
+        try await withTestBus { bus in
+            let failed = try await Ctl.run(bus, ["check-admin", folder.path])
+            #expect(failed.status == 4)
+            let lines = failed.stdout.split(separator: "\n").map(String.init)
+            #expect(lines.allSatisfy { $0.utf8.count < 600 }, "\(lines.map { $0.utf8.count })")
+            #expect(lines.contains { $0.hasPrefix("\(folder.path)/defaults.d/10-big.conf: ") && $0.contains("1048576") }, "\(lines)")
+            #expect(lines.contains { $0.hasPrefix("\(folder.path)/locks.d/long: line 2: 'yyyyyyyyyy") && $0.contains("…") }, "\(lines)")
+
+            #expect(chmod(folder.appendingPathComponent("locks.d").path, 0o777) == 0)
+            let open = try await Ctl.run(bus, ["check-admin", folder.path])
+            #expect(open.stdout.contains("\(folder.path)/locks.d: ") && open.stdout.contains("every user"), "\(open.stdout)")
+
+            let check = try await Ctl.run(bus, ["check", schema.path])
+            #expect(check.status != 0)
+            #expect(check.stderr.contains("1048576"), "\(check.stderr)")
+        }
+    }
 }
