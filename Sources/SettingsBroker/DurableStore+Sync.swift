@@ -45,17 +45,32 @@ extension DurableStore {
     }
 
     /// A remote changeset without the keys written here since its versions were compared with the local ones
-    /// (``RemoteChanges/checkedSerial``): those writes are newer, and win.
+    /// (``RemoteChanges/checkedSerial``): those writes are newer, and win; and without the keys this machine
+    /// does not sync (outside its synced directories, or secret or machine-local in the schemas staged here):
+    /// the engine refuses those already, and the store keeps to it however a remote changeset was made.
     func droppingKeysWrittenSince(_ changeset: Changeset, in view: StagedView) -> Changeset {
-        guard let checked = changeset.remote?.checkedSerial else { return changeset }
-        func writtenSince(_ key: SettingPath) -> Bool { (view.lastChange(of: key) ?? 0) > checked }
+        guard let remote = changeset.remote else { return changeset }
+        let settings = syncSettings.withLock { $0 }
+        func dropped(_ key: SettingPath) -> Bool {
+            if let settings, !settings.syncs(key, schema: view.schema(of: key)) { return true }
+            guard let checked = remote.checkedSerial else { return false }
+            return (view.lastChange(of: key) ?? 0) > checked
+        }
         var kept = changeset
-        kept.sets.removeAll { writtenSince($0.key) }
+        kept.sets.removeAll { dropped($0.key) }
         kept.resets.removeAll { location in
-            if case .key(let key) = location { return writtenSince(key) }
+            if case .key(let key) = location { return dropped(key) }
             return false
         }
         return kept
+    }
+
+    /// The view a changeset is resolved in: for remote changes, the store's view without the administrator's
+    /// locks, so that a remote value of a locked key is stored as the user value, which the lock keeps from
+    /// being served until it is lifted (as a user value written before the lock is kept); for any other
+    /// changeset the view itself.
+    func rulesView(for changeset: Changeset, _ view: StagedView) -> RemoteRulesView {
+        RemoteRulesView(view: view, ignoresLocks: changeset.remote != nil)
     }
 
     /// What a batch queues and records for sync; nil when sync is off or there is nothing.
@@ -218,5 +233,22 @@ extension DurableStore {
         } catch {
             throw .storeFailure("cannot put back \(copy): \(error)")
         }
+    }
+}
+
+/// A store's view for resolving a changeset, with the administrator's locks left out for remote changes
+/// (``DurableStore/rulesView(for:_:)``): everything else is the view's.
+struct RemoteRulesView: SettingsRulesView {
+    let view: StagedView
+    let ignoresLocks: Bool
+
+    var baselineSerial: UInt64 { view.baselineSerial }
+    var administrator: AdministratorLayer { ignoresLocks ? AdministratorLayer() : view.administrator }
+    func schema(of key: SettingPath) -> SettingSchema? { view.schema(of: key) }
+    func userValue(of key: SettingPath) -> DBusValue? { view.userValue(of: key) }
+    func lastChange(of key: SettingPath) -> UInt64? { view.lastChange(of: key) }
+    func userKeys(under directory: SettingDirectory) -> [SettingPath] { view.userKeys(under: directory) }
+    func change(under directory: SettingDirectory, after serial: UInt64) -> SettingsRules.KeyChange? {
+        view.change(under: directory, after: serial)
     }
 }

@@ -13,7 +13,8 @@ extension DurableStore {
         let changeset = droppingKeysWrittenSince(changeset, in: view)
         let resolution = try SettingsRules.resolve(
             sets: changeset.sets, resets: changeset.resets, registrations: changeset.registrations,
-            unregistrations: changeset.unregistrations, replacing: changeset.replacing, ifSerial: changeset.ifSerial, in: view)
+            unregistrations: changeset.unregistrations, replacing: changeset.replacing, ifSerial: changeset.ifSerial,
+            in: rulesView(for: changeset, view))
         var resolved = ResolvedChangeset(
             serial: state.nextSerial, writes: resolution.writes, registrations: resolution.registrations,
             origin: changeset.origin, announced: changeset.announced, unregistrations: resolution.unregistrations,

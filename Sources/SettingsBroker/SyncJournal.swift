@@ -49,10 +49,14 @@ public final class HybridLogicalClock: Sendable {
         self.last.withLock { $0 = last }
     }
 
-    /// The wall clock with the offset.
+    /// The largest clock: all 48 bits of milliseconds and all 16 of the counter.
+    public static let largest = UInt64.max
+
+    /// The wall clock with the offset (never below zero nor past the 48 bits of milliseconds).
     public func now() -> UInt64 {
-        let wall = Int64(Self.wallClock() >> 16) + offsetMilliseconds
-        return UInt64(max(0, wall)) << 16
+        let (wall, overflow) = Int64(Self.wallClock() >> 16).addingReportingOverflow(offsetMilliseconds)
+        let milliseconds = overflow ? (offsetMilliseconds < 0 ? 0 : Int64.max) : wall
+        return UInt64(min(max(0, milliseconds), 0xffff_ffff_ffff)) << 16
     }
 
     /// The wall clock in the clock's format (counter 0).
@@ -63,11 +67,12 @@ public final class HybridLogicalClock: Sendable {
         return (millis & 0xffff_ffff_ffff) << 16
     }
 
-    /// The clock of a new local event.
+    /// The clock of a new local event. It never traps: a clock at ``largest`` (which only a clock read from a
+    /// damaged store can be) stays there.
     public func tick() -> UInt64 {
         let now = now()
         return last.withLock { last in
-            last = max(now, last + 1)
+            last = max(now, last == Self.largest ? last : last + 1)
             return last
         }
     }

@@ -137,7 +137,9 @@ public struct DatabaseAddress: Sendable, Hashable, CustomStringConvertible {
     public init(url: String) throws(SyncConfigurationError) {
         let schemes = ["postgres://", "postgresql://"]
         guard let scheme = schemes.first(where: { url.hasPrefix($0) }) else {
-            throw SyncConfigurationError("--sync-url must start with postgres:// or postgresql://, not '\(url)'")
+            // The URL is not echoed: what follows the scheme may hold a password, and this goes to the journal.
+            throw SyncConfigurationError(
+                "--sync-url must start with postgres:// or postgresql://\(Self.schemeShown(url).map { ", not \($0)" } ?? "")")
         }
         var rest = Substring(url.dropFirst(scheme.count))
         var query: Substring = ""
@@ -166,7 +168,9 @@ public struct DatabaseAddress: Sendable, Hashable, CustomStringConvertible {
         port = 5432
         if let colon = hostPart.lastIndex(of: ":"), !hostPart.hasSuffix("]") {
             guard let number = Int(hostPart[hostPart.index(after: colon)...]), (1...65535).contains(number) else {
-                throw SyncConfigurationError("--sync-url has a bad port in '\(hostPart)'")
+                // Not echoed: a password put where the port goes must not reach the journal.
+                throw SyncConfigurationError(
+                    "--sync-url has a bad port: after the host's ':' comes a number from 1 to 65535")
             }
             port = number
             hostPart = hostPart[..<colon]
@@ -207,6 +211,16 @@ public struct DatabaseAddress: Sendable, Hashable, CustomStringConvertible {
             _ = try SyncDatabase.trustedRoots(rootCertificateFile)
             if sslMode == "require" { sslMode = "verify-ca" }
         }
+    }
+
+    /// The scheme of a URL as an error may show it (`postgress://`), nil when the text before `://` is not a
+    /// scheme (letters, digits, `+`, `-`, `.`) or there is none: nothing else of the URL is ever shown.
+    static func schemeShown(_ url: String) -> String? {
+        guard let end = url.range(of: "://"), end.lowerBound > url.startIndex else { return nil }
+        let scheme = url[..<end.lowerBound]
+        guard scheme.count <= 20, scheme.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "+-.".contains($0)) })
+        else { return nil }
+        return "'\(scheme)://…'"
     }
 
     /// The values `sslmode` may take.

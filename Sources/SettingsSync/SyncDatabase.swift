@@ -30,21 +30,71 @@ struct SyncDatabase: Sendable {
         var machineName: String
 
         /// A row as the database stores it: the key, the value's signature and GVariant text (unread for a
-        /// tombstone), the clock and machine of its version.
+        /// tombstone; nil when the database left out a text longer than ``longestValueText``, whose length is
+        /// `size`), the clock and machine of its version.
         ///
-        /// - Throws: ``SettingsError`` or ``GVariantTextError`` for a key, type or value this broker cannot read.
+        /// The database is not trusted: a clock below zero or past `newest` (the database's `now()` plus the
+        /// clock bound, the bound a push clamps to) is refused, and so is a text too long before it is read.
+        ///
+        /// - Throws: ``RowRefusal`` saying why the row cannot be applied here.
         init(
-            key: String, type: String, value: String, deleted: Bool, hlc: Int64, machine: String, revision: Int64,
-            machineName: String
-        ) throws {
-            let parsed = deleted ? nil : try GVariantText.parse(value, as: try DBusType(parsing: type))
-            change = SyncChange(
-                key: try SettingPath(key), value: parsed,
-                version: SyncVersion(clock: UInt64(bitPattern: hlc), machine: machine))
+            key: String, type: String, value: String?, size: Int, deleted: Bool, hlc: Int64, newest: Int64,
+            machine: String, revision: Int64, machineName: String
+        ) throws(RowRefusal) {
+            guard hlc >= 0 else { throw RowRefusal("its clock \(hlc) is negative") }
+            guard hlc <= newest else {
+                throw RowRefusal(
+                    "its clock (\(hlc >> 16) ms) is ahead of the database's now() by more than the bound "
+                        + "(\(newest >> 16) ms)")
+            }
+            let path: SettingPath
+            do { path = try SettingPath(key) } catch { throw RowRefusal("its key is not a key: \(error.message)") }
+            var parsed: DBusValue?
+            if !deleted {
+                guard let value, size <= SyncDatabase.longestValueText else {
+                    throw RowRefusal(
+                        "its value's text is \(size) bytes, more than \(SyncDatabase.longestValueText) (8 times the "
+                            + "largest value, \(SettingsBusNames.maximumValueSize) bytes)")
+                }
+                let signature: DBusType
+                do { signature = try DBusType(parsing: type) } catch {
+                    throw RowRefusal("its type '\(type)' is not a D-Bus signature")
+                }
+                do { parsed = try GVariantText.parse(value, as: signature) } catch {
+                    throw RowRefusal("its value cannot be read as \(type): \(error)")
+                }
+            }
+            change = SyncChange(key: path, value: parsed, version: SyncVersion(clock: UInt64(hlc), machine: machine))
             self.revision = revision
             self.machineName = machineName
         }
     }
+
+    /// Why a row of the database is not applied here.
+    struct RowRefusal: Error, CustomStringConvertible {
+        var description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    /// A row pulled but not applied: what it names, and why.
+    struct RefusedRow: Sendable {
+        var key: String
+        var machineName: String
+        var reason: String
+    }
+
+    /// A page of a pull: the rows that can be applied, those refused, and the last revision of the page (the
+    /// cursor moves past refused rows too); `last` is nil when there was nothing after the cursor.
+    struct Page: Sendable {
+        var rows: [Row] = []
+        var refused: [RefusedRow] = []
+        var last: Int64?
+    }
+
+    /// The longest value text a pull fetches: 8 times the largest value, the bound `SetFromString` puts on a
+    /// text (the GVariant text of a value is longer than its serialised form). A longer one is refused by its
+    /// length, which the database gives without sending the text.
+    static let longestValueText = 8 * SettingsBusNames.maximumValueSize
 
     /// Connects, with TLS when the URL asks for it.
     ///
@@ -244,18 +294,22 @@ struct SyncDatabase: Sendable {
     ///
     /// The statement bumps the scope's revision first: the row's lock, held until the commit, serialises the
     /// pushes of a scope, so revisions are gapless in commit order. Values are upserted only where the pushed
-    /// version is newer; a clamped push records the machine; the NOTIFY goes out at the commit.
+    /// version is newer, or where the stored clock is one no broker would have pushed (below zero, or past the
+    /// bound: a row written by hand, which every machine refuses, must not make its key unchangeable); a
+    /// clamped push records the machine; the NOTIFY, which carries the scope alone, goes out at the commit.
     func push(_ changes: [SyncChange]) async throws -> (versions: [SyncVersion], clamped: Bool) {
         let scope = configuration.scope
         let machine = configuration.machineID
         let bound = configuration.clockBoundMilliseconds
+        // A clock of 2^63 or more (never given by a sound clock) is sent as a negative number: clamped too.
         let rows = try await connection.query(
             """
             WITH rev AS (
                 UPDATE settingsbus_scope SET revision = revision + 1 WHERE scope = \(scope)
                 RETURNING revision, ((extract(epoch FROM now()) * 1000)::bigint + \(bound)) << 16 AS newest
             ), pushed AS (
-                SELECT k, t, v, d, least(h, (SELECT newest FROM rev)) AS h, h AS asked, m
+                SELECT k, t, v, d, CASE WHEN h < 0 THEN (SELECT newest FROM rev)
+                    ELSE least(h, (SELECT newest FROM rev)) END AS h, h AS asked, m
                 FROM unnest(\(changes.map(\.key.rawValue))::text[],
                     \(changes.map { $0.value?.type.signatureText ?? "" })::text[],
                     \(changes.map { $0.value.map { GVariantText.format($0) } ?? "" })::text[],
@@ -269,20 +323,14 @@ struct SyncDatabase: Sendable {
                     deleted = excluded.deleted, hlc = excluded.hlc, machine = excluded.machine,
                     revision = excluded.revision
                 WHERE (old.hlc, old.machine COLLATE "C") < (excluded.hlc, excluded.machine COLLATE "C")
-                RETURNING key, type, value, deleted, hlc, machine
-            ), hint AS (
-                SELECT json_build_object('s', \(scope)::text, 'r', (SELECT revision FROM rev), 'n',
-                    \(configuration.machineName)::text, 'k', coalesce(json_agg(json_build_array(
-                        key, type, value, deleted, hlc::text, machine)), '[]'::json))::text AS text
-                FROM upserted
+                    OR old.hlc < 0 OR old.hlc > (SELECT newest FROM rev)
             ), marked AS (
                 UPDATE settingsbus_machine SET clock_clamped_at = now(),
-                    clamped_by = (SELECT max(asked >> 16) FROM pushed) - ((SELECT newest FROM rev) >> 16) + \(bound)
-                WHERE machine = \(machine) AND EXISTS (SELECT 1 FROM pushed WHERE asked > h)
+                    clamped_by = coalesce((SELECT max(asked >> 16) FROM pushed WHERE asked >= 0), 0)
+                        - ((SELECT newest FROM rev) >> 16) + \(bound)
+                WHERE machine = \(machine) AND EXISTS (SELECT 1 FROM pushed WHERE asked <> h)
             )
-            SELECT revision, newest, pg_notify(\(Self.channel),
-                CASE WHEN octet_length(hint.text) <= \(Self.hintLimit) THEN hint.text ELSE \(scope)::text END)::text
-            FROM rev, hint
+            SELECT revision, newest, pg_notify(\(Self.channel), \(scope)::text)::text FROM rev
             """, logger: logger)
         var newest: Int64?
         for try await (_, limit, _) in rows.decode((Int64, Int64, String).self) { newest = limit }
@@ -299,40 +347,27 @@ struct SyncDatabase: Sendable {
         return (versions, clamped)
     }
 
-    /// The longest NOTIFY payload that carries a push's rows (PostgreSQL takes up to 8000 bytes); a larger
-    /// push notifies with its scope alone.
-    static let hintLimit = 7900
-
-    /// A NOTIFY's payload: a push's scope, revision, machine name and the rows it stored (``Row``s of that
-    /// revision, all of them), or nil for a payload that names only a scope (a push too large to carry, or
-    /// another broker's).
-    static func hintedRows(_ payload: String) -> (scope: String, revision: Int64, rows: [Row])? {
-        guard payload.hasPrefix("{"),
-            let object = try? JSONSerialization.jsonObject(with: Data(payload.utf8)) as? [String: Any],
-            let scope = object["s"] as? String, let revision = (object["r"] as? NSNumber)?.int64Value,
-            let name = object["n"] as? String, let entries = object["k"] as? [[Any]]
-        else { return nil }
-        var rows: [Row] = []
-        for entry in entries {
-            guard entry.count == 6, let key = entry[0] as? String, let type = entry[1] as? String,
-                let text = entry[2] as? String, let deleted = (entry[3] as? NSNumber)?.boolValue,
-                let hlc = (entry[4] as? String).flatMap({ Int64($0) }), let machine = entry[5] as? String,
-                let row = try? Row(
-                    key: key, type: type, value: text, deleted: deleted, hlc: hlc, machine: machine,
-                    revision: revision, machineName: name)
-            else { return nil }
-            rows.append(row)
-        }
-        return (scope, revision, rows)
+    /// Whether a NOTIFY's payload is a hint for this broker's scope: a push names its scope; an empty payload
+    /// is the listener's own (it has just started), and a payload in braces comes from a broker that sent
+    /// rows in its hints. The payload is never read as data: anyone who can connect may NOTIFY, so a hint
+    /// only makes the broker pull, and only the table's rows are applied.
+    static func isHint(_ payload: String, forScope scope: String) -> Bool {
+        payload.isEmpty || payload == scope || payload.hasPrefix("{")
     }
 
-    /// The rows after `cursor`, in revision order, at most `limit` (all rows of the last revision, so that the
-    /// cursor never stops inside a revision).
-    func pull(after cursor: Int64, limit: Int) async throws -> [Row] {
+    /// The rows after `cursor`, in revision order, at most about `limit` (all rows of the last revision, so
+    /// that the cursor never stops inside a revision), with those that cannot be applied here set apart (a
+    /// key, type or value this broker cannot read, a value text too long, a clock out of bounds).
+    ///
+    /// A value text longer than ``longestValueText`` is not fetched: the database sends its length alone.
+    func pull(after cursor: Int64, limit: Int) async throws -> Page {
         let scope = configuration.scope
+        let bound = configuration.clockBoundMilliseconds
         let rows = try await connection.query(
             """
-            SELECT v.key, v.type, v.value, v.deleted, v.hlc, v.machine, v.revision, coalesce(m.name, v.machine)
+            SELECT v.key, v.type, CASE WHEN octet_length(v.value) <= \(Self.longestValueText) THEN v.value END,
+                octet_length(v.value)::bigint, v.deleted, v.hlc, v.machine, v.revision, coalesce(m.name, v.machine),
+                ((extract(epoch FROM now()) * 1000)::bigint + \(bound)) << 16
             FROM settingsbus_value v LEFT JOIN settingsbus_machine m ON m.machine = v.machine
             WHERE v.scope = \(scope) AND v.revision > \(cursor)
               AND v.revision <= (SELECT coalesce(max(revision), \(cursor)) FROM (
@@ -340,20 +375,26 @@ struct SyncDatabase: Sendable {
                   ORDER BY revision LIMIT \(limit)) AS first)
             ORDER BY v.revision, v.key
             """, logger: logger)
-        var pulled: [Row] = []
-        for try await (key, type, value, deleted, hlc, machine, revision, name) in rows.decode(
-            (String, String, String, Bool, Int64, String, Int64, String).self)
+        var page = Page()
+        for try await (key, type, value, size, deleted, hlc, machine, revision, name, newest) in rows.decode(
+            (String, String, String?, Int64, Bool, Int64, String, Int64, String, Int64).self)
         {
+            page.last = max(page.last ?? revision, revision)
             do {
-                pulled.append(
+                page.rows.append(
                     try Row(
-                        key: key, type: type, value: value, deleted: deleted, hlc: hlc, machine: machine,
-                        revision: revision, machineName: name))
+                        key: key, type: type, value: value, size: Int(size), deleted: deleted, hlc: hlc,
+                        newest: newest, machine: machine, revision: revision, machineName: name))
             } catch {
-                logger.warning("sync: a row of the database cannot be read and is skipped", metadata: ["key": "\(key)"])
+                page.refused.append(RefusedRow(key: key, machineName: name, reason: error.description))
             }
         }
-        return pulled
+        return page
+    }
+
+    /// A question that costs the server nothing, to learn whether the connection still answers.
+    func probe() async throws {
+        try await connection.query("SELECT 1", logger: logger)
     }
 
     /// The names of machines whose clock was clamped, with how far ahead they were.

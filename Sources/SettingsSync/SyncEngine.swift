@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 
 public import DBus
+import Foundation
 public import Logging
 import PostgresNIO
 public import SettingsBroker
-public import SettingsModel
+import SettingsModel
 
 /// Syncs a broker's store with a PostgreSQL database shared by the user's machines (README, "Sync across
 /// machines"; decision 0028).
@@ -25,11 +26,14 @@ public final class SyncEngine: StoreSync {
     let state = Locked(State())
     /// Wakes the loop: a local commit queued changes, or a NOTIFY arrived.
     let wake = Wake()
-    /// The payloads of the NOTIFYs that arrived since the loop last looked: it applies the rows they carry
-    /// (``SyncDatabase/hintedRows(_:)``) when they are the next revision after its cursor, else pulls, before
-    /// it looks at its own queue.
-    let hints = Locked<[String]>([])
+    /// Whether a NOTIFY for this scope arrived since the loop last looked: it then pulls before it looks at
+    /// its own queue. A payload is never data (any role that can connect may NOTIFY): only a pull of the
+    /// table applies anything.
+    let hinted = Locked(false)
     private let task = Locked<Task<Void, Never>?>(nil)
+    /// The bound of a statement: ``quickLimit``, or ``roundTripLimit`` in the session after one that took
+    /// longer than the quick bound.
+    let statementLimit = Locked(SyncEngine.quickLimit)
 
     struct State {
         var phase = "starting"
@@ -38,9 +42,10 @@ public final class SyncEngine: StoreSync {
         var cursor: Int64 = 0
         var error: String?
         var clamped: [String] = []
-        /// Remote changes this machine's store refused, by key, the latest last: `key from machine: reason`.
-        /// A later remote change of the key that is applied takes its key off.
-        var refused: [(key: SettingPath, text: String)] = []
+        /// Remote changes this machine refused (its store, its sync settings, or a row it cannot read), by key
+        /// as the database spells it, the latest last: `key from machine: reason`. A later remote change of the
+        /// key that is applied takes its key off.
+        var refused: [(key: String, text: String)] = []
         var store: DurableStore?
         /// Whether a recount of the queue for `Status` is on its way.
         var recounting = false
@@ -116,12 +121,14 @@ public final class SyncEngine: StoreSync {
         let cursor = (try? await store.syncState("cursor")) ?? 0
         let queued = (try? await store.queuedSyncCount()) ?? 0
         state.withLock {
-            $0.cursor = cursor ?? 0
+            $0.cursor = cursor
             $0.queued = queued
         }
         var failures = 0
+        var silent = false
         while !Task.isCancelled {
             do {
+                silent = false
                 try await session(store) { failures = 0 }
                 // Only a polling session returns: the next one comes after the interval, or a moment after a
                 // local commit queues a change.
@@ -136,6 +143,12 @@ public final class SyncEngine: StoreSync {
             } catch {
                 if Task.isCancelled { break }
                 failures += 1
+                silent = error is SyncTimeout
+                if let timeout = error as? SyncTimeout, !timeout.connecting, timeout.limit < Self.roundTripLimit {
+                    // Silent, or only slow: the next session's statements have the long bound, so that a
+                    // statement that takes long on a live connection is not given up again and again.
+                    statementLimit.withLock { $0 = Self.roundTripLimit }
+                }
                 let (phase, text) = describe(error)
                 let queued = (try? await store.queuedSyncCount()) ?? 0
                 let changed = state.withLock { state in
@@ -154,7 +167,8 @@ public final class SyncEngine: StoreSync {
             }
             if Task.isCancelled { break }
             // Not woken by local commits: a burst of writes while offline must not become a burst of attempts.
-            try? await Task.sleep(for: retryDelay(after: failures))
+            // After a silent connection the next attempt comes at once: the silence took its bound already.
+            try? await Task.sleep(for: silent ? Self.retryAfterSilence : retryDelay(after: failures))
         }
         state.withLock { $0.phase = "stopped" }
     }
@@ -166,12 +180,37 @@ public final class SyncEngine: StoreSync {
         return .milliseconds(Int64((base + Double.random(in: 0...(base / 2))) * 1000))
     }
 
-    /// How an error is reported: `offline` when the database cannot be reached, `error` when it refuses.
+    /// The password read for the database, so that no error text shows it (``describe(_:)``).
+    private let password = Locked<String?>(nil)
+
+    /// Records the password read for the database: ``describe(_:)`` masks it wherever an error's text holds it.
+    func notePassword(_ password: String?) {
+        self.password.withLock { $0 = password }
+    }
+
+    /// How an error is reported: `offline` when the database cannot be reached, `error` when it refuses. The
+    /// text never holds a password: neither the one read for the database nor one in a URL it quotes.
     func describe(_ error: any Error) -> (phase: String, text: String) {
+        let (phase, text) = describeUnmasked(error)
+        return (phase, masked(text))
+    }
+
+    /// `text` with the database's password and any URL's password (`scheme://user:password@`) masked.
+    func masked(_ text: String) -> String {
+        var text = text
+        if let password = password.withLock({ $0 }), !password.isEmpty {
+            text = text.replacingOccurrences(of: password, with: "********")
+        }
+        // A URL's user information: what follows the user's ':' up to the '@'.
+        return text.replacingOccurrences(
+            of: #"(://[^:/@\s]*):[^@\s]*@"#, with: "$1:********@", options: .regularExpression)
+    }
+
+    private func describeUnmasked(_ error: any Error) -> (phase: String, text: String) {
         if let transaction = error as? PostgresTransactionError,
             let inner = transaction.closureError ?? transaction.beginError ?? transaction.commitError
         {
-            return describe(inner)
+            return describeUnmasked(inner)
         }
         if let refused = error as? SyncRefusal { return ("error", refused.description) }
         if let psql = error as? PSQLError {
@@ -189,23 +228,21 @@ public final class SyncEngine: StoreSync {
     /// One connected session: runs until an error or cancellation.
     private func session(_ store: DurableStore, connected: () -> Void) async throws {
         let password = try configuration.password(environment: environment)
-        let database = try await SyncDatabase.connect(configuration, password: password, logger: logger)
+        notePassword(password)
+        let database = try await Self.connect(configuration, password: password, logger: logger)
         defer { Task { await database.close() } }
-        try await bounded(database) { try await database.prepare() }
+        try await bounded(database, limit: Self.roundTripLimit) { try await database.prepare() }
         try await bounded(database) { try await database.registerMachine() }
         connected()
         let polling = configuration.pollInterval != nil
-        let listener = polling ? nil : Task { [wake, hints, logger, configuration] in
+        let listener = polling ? nil : Task { [wake, hinted, logger, configuration] in
             // A second connection for the hint; a failure here only means waiting for the periodic pull.
             do {
-                let listening = try await SyncDatabase.connect(configuration, password: password, logger: logger)
+                let listening = try await Self.connect(configuration, password: password, logger: logger)
                 defer { Task { await listening.close() } }
                 try await listening.listen { payload in
-                    hints.withLock { hints in
-                        // A loop that fell this far behind pulls; the oldest payloads are not needed then.
-                        if hints.count >= 1000 { hints.removeFirst(hints.count - 999) }
-                        hints.append(payload)
-                    }
+                    guard SyncDatabase.isHint(payload, forScope: configuration.scope) else { return }
+                    hinted.withLock { $0 = true }
                     wake.signal()
                 }
             } catch {}
@@ -218,15 +255,20 @@ public final class SyncEngine: StoreSync {
             $0.phase = "connected"
             $0.error = nil
         }
+        var answered = ContinuousClock.now
         while !Task.isCancelled {
-            let payloads = hints.withLock { hints in
-                defer { hints = [] }
-                return hints
+            // A connection idle for a while may have gone silent (a network cut): a cheap question, answered
+            // within a short bound, finds out before a push or a pull waits on it for the long bound.
+            if ContinuousClock.now - answered > Self.probeAfterIdle {
+                try await bounded(database, limit: Self.probeLimit) { try await database.probe() }
             }
-            let hinted = !payloads.isEmpty
-            if hinted, try await !applyHinted(payloads, store) { try await pull(store, database) }
+            let woken = hinted.withLock { hinted in
+                defer { hinted = false }
+                return hinted
+            }
+            if woken { try await pull(store, database) }
             let pushed = try await push(store, database)
-            if !hinted || pushed > 0 { try await pull(store, database) }
+            if !woken || pushed > 0 { try await pull(store, database) }
             let queued = try await store.queuedSyncCount()
             let now = Int64(HybridLogicalClock.wallClock() >> 16)
             state.withLock { state in
@@ -234,6 +276,9 @@ public final class SyncEngine: StoreSync {
                 state.queued = queued
                 state.phase = "connected"
             }
+            answered = ContinuousClock.now
+            // A whole round went well: statements are bounded short again (a slow one had the long bound).
+            statementLimit.withLock { $0 = Self.quickLimit }
             if queued > 0 { continue }
             if polling { return }
             await wake.wait(timeout: configuration.pullInterval)
@@ -279,43 +324,41 @@ public final class SyncEngine: StoreSync {
         return count
     }
 
-    /// Applies the rows NOTIFY payloads carry when each is the revision right after the cursor (revisions
-    /// have no gaps, so nothing before it is missing); false when a pull is needed: a payload without rows of
-    /// this scope (a push too large to carry), a revision further on (a NOTIFY was missed), the hint the
-    /// listener gives when it starts.
-    private func applyHinted(_ payloads: [String], _ store: DurableStore) async throws -> Bool {
-        var complete = true
-        for payload in payloads {
-            guard let hinted = SyncDatabase.hintedRows(payload) else {
-                if payload.isEmpty || payload == configuration.scope { complete = false }
-                continue
-            }
-            guard hinted.scope == configuration.scope else { continue }
-            let cursor = state.withLock { $0.cursor }
-            guard hinted.revision > cursor else { continue }
-            guard hinted.revision == cursor + 1 else {
-                complete = false
-                continue
-            }
-            try await apply(hinted.rows, upTo: hinted.revision, store)
-            state.withLock { $0.cursor = hinted.revision }
-        }
-        return complete
-    }
-
-    /// Pulls everything after the cursor and applies what is newer than the local versions.
+    /// Pulls everything after the cursor and applies what is newer than the local versions. The cursor moves
+    /// past the rows refused too (unreadable, out of bounds, not synced here): each is listed in `Status`.
     private func pull(_ store: DurableStore, _ database: SyncDatabase) async throws {
         while !Task.isCancelled {
             let cursor = state.withLock { $0.cursor }
-            let rows = try await bounded(database) { try await database.pull(after: cursor, limit: 2000) }
-            guard let last = rows.last?.revision else {
+            let page = try await bounded(database) { try await database.pull(after: cursor, limit: 2000) }
+            guard let last = page.last else {
                 let clamped = try await bounded(database) { try await database.clampedMachines() }
                 state.withLock { $0.clamped = clamped }
                 return
             }
-            try await apply(rows, upTo: last, store)
+            if let first = page.refused.first {
+                logger.warning(
+                    "sync: rows of the database cannot be applied here and are skipped",
+                    metadata: [
+                        "count": "\(page.refused.count)", "key": "\(first.key)", "machine": "\(first.machineName)",
+                        "error": "\(first.reason)",
+                    ])
+                for row in page.refused { noteRefused(key: row.key, machine: row.machineName, reason: row.reason) }
+            }
+            try await apply(page.rows, upTo: last, store)
             state.withLock { $0.cursor = last }
         }
+    }
+
+    /// Why this machine does not take a remote change of `key`, nil when it does: it takes exactly what it
+    /// would push itself (a key under its synced directories, neither secret nor machine-local here).
+    func notSyncedHere(_ key: SettingPath, _ store: DurableStore) -> String? {
+        guard configuration.directories.contains(where: { $0.contains(key) }) else {
+            return "the key is outside the directories this machine syncs"
+        }
+        guard let schema = store.registeredSchema(of: key) else { return nil }
+        if schema.isSecret { return "the key is secret on this machine, which never syncs it" }
+        if schema.isMachineLocal { return "the key is machine-local on this machine, which never syncs it" }
+        return nil
     }
 
     /// Applies pulled rows: one commit per run of rows from one machine, each moving the cursor.
@@ -324,6 +367,11 @@ public final class SyncEngine: StoreSync {
     /// `checked` has a newer version than theirs; the store's commits up to `checked` have their versions in
     /// `local`; a key written after `checked` is left alone by the commit itself (``RemoteChanges/checkedSerial``).
     private func apply(_ rows: [SyncDatabase.Row], upTo last: Int64, _ store: DurableStore) async throws {
+        let rows = rows.filter { row in
+            guard let reason = notSyncedHere(row.change.key, store) else { return true }
+            noteRefused(key: row.change.key.rawValue, machine: row.machineName, reason: reason, log: true)
+            return false
+        }
         if let newest = rows.map(\.change.version.clock).max() { clock.observe(newest) }
         let checked = store.serial
         let local = try await store.syncVersions(of: rows.map(\.change.key))
@@ -380,7 +428,9 @@ public final class SyncEngine: StoreSync {
                     noteApplied([run[index].change.key])
                 } catch {
                     guard error.code != .storeFailure else { throw error }
-                    noteRefused(run[index], error)
+                    noteRefused(
+                        key: run[index].change.key.rawValue, machine: run[index].machineName, reason: error.message,
+                        log: true)
                 }
             }
         }
@@ -389,16 +439,19 @@ public final class SyncEngine: StoreSync {
     /// The most refused changes `Status` lists.
     static let refusedShown = 20
 
-    /// A remote change the store refused: logged, and listed by `Status` (`sync-refused`) until a later change
-    /// of the key is applied.
-    private func noteRefused(_ row: SyncDatabase.Row, _ error: SettingsError) {
-        logger.warning(
-            "sync: a remote change is refused by this machine's store and not applied",
-            metadata: ["key": "\(row.change.key)", "machine": "\(row.machineName)", "error": "\(error.message)"])
-        let text = "\(row.change.key) from \(row.machineName): \(error.message)"
+    /// A remote change this machine refused: listed by `Status` (`sync-refused`, at most ``refusedShown``, the
+    /// latest) until a later change of the key is applied; logged when `log` (a page of refused rows is logged
+    /// once, by its caller).
+    private func noteRefused(key: String, machine: String, reason: String, log: Bool = false) {
+        if log {
+            logger.warning(
+                "sync: a remote change is refused by this machine and not applied",
+                metadata: ["key": "\(key)", "machine": "\(machine)", "error": "\(reason)"])
+        }
+        let text = "\(key) from \(machine): \(reason)"
         state.withLock { state in
-            state.refused.removeAll { $0.key == row.change.key }
-            state.refused.append((row.change.key, text))
+            state.refused.removeAll { $0.key == key }
+            state.refused.append((key, text))
             if state.refused.count > Self.refusedShown { state.refused.removeFirst(state.refused.count - Self.refusedShown) }
         }
     }
@@ -407,25 +460,69 @@ public final class SyncEngine: StoreSync {
     private func noteApplied(_ keys: [SettingPath]) {
         state.withLock { state in
             guard !state.refused.isEmpty else { return }
-            let applied = Set(keys)
+            let applied = Set(keys.map(\.rawValue))
             state.refused.removeAll { applied.contains($0.key) }
         }
     }
 }
 
-/// A round trip to the database that took longer than ``SyncEngine/roundTripLimit``.
+/// A round trip to the database, or a connection attempt, that took longer than its bound: the connection
+/// went silent, or the database is too slow to answer.
 struct SyncTimeout: Error, CustomStringConvertible {
-    var description: String { "the database did not answer within \(SyncEngine.roundTripLimit)" }
+    var limit: Duration
+    var connecting = false
+    var description: String {
+        connecting
+            ? "no connection to the database within \(limit)" : "the database did not answer within \(limit)"
+    }
 }
 
 extension SyncEngine {
-    /// The longest a statement or transaction may take before the connection is given up.
+    /// The longest a statement may take before the connection is given up: making the tables, and any
+    /// statement of a session after one that took longer than ``quickLimit``.
     static let roundTripLimit: Duration = .seconds(20)
+    /// The longest a statement of sync (a push, a page of a pull) may take before the connection is taken
+    /// for silent (a network cut): far above what one takes on a live connection. Past it, the next session
+    /// bounds its statements by ``roundTripLimit`` instead, so a statement that is only slow gets through.
+    static let quickLimit: Duration = .milliseconds(1500)
+    /// The longest a connection may take to be made (TCP, TLS, login): postgres-nio bounds the TCP connect
+    /// only, and a connection whose peer went silent after it accepted would wait for ever.
+    static let connectLimit: Duration = .seconds(2)
+    /// A connection idle for longer than this is probed before it is used.
+    static let probeAfterIdle: Duration = .seconds(1)
+    /// The longest the probe (`SELECT 1`) may take.
+    static let probeLimit: Duration = .seconds(1)
+    /// The wait before the next attempt after a silent connection (the silence took its bound already).
+    static let retryAfterSilence: Duration = .milliseconds(50)
 
-    /// Runs one round trip to the database; past ``roundTripLimit`` the connection is closed and the call
-    /// fails with ``SyncTimeout`` (a connection whose server went away does not always fail its queries).
+    /// Connects within ``connectLimit``; a connection made after the bound is closed.
+    ///
+    /// - Throws: ``SyncTimeout`` past the bound, and the connection's errors.
+    static func connect(
+        _ configuration: SyncConfiguration, password: String?, logger: Logger
+    ) async throws -> SyncDatabase {
+        try await withLimit(
+            connectLimit, timeout: SyncTimeout(limit: connectLimit, connecting: true), onTimeout: {},
+            abandoned: { late in await late.close() },
+            { try await SyncDatabase.connect(configuration, password: password, logger: logger) })
+    }
+
+    /// Runs one round trip to the database; past `limit` (``statementLimit`` unless said) the connection is
+    /// closed and the call fails with ``SyncTimeout`` (a connection whose server went away, or whose network
+    /// went silent, does not always fail its queries).
     func bounded<T: Sendable>(
-        _ database: SyncDatabase, _ body: @escaping @Sendable () async throws -> T
+        _ database: SyncDatabase, limit: Duration? = nil, _ body: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
+        let limit = limit ?? statementLimit.withLock { $0 }
+        return try await Self.withLimit(
+            limit, timeout: SyncTimeout(limit: limit), onTimeout: { await database.close() }, abandoned: { _ in }, body)
+    }
+
+    /// Runs `body`; past `limit` it is cancelled, `onTimeout` runs and the call throws `timeout`. A value
+    /// `body` gives after that goes to `abandoned`.
+    static func withLimit<T: Sendable>(
+        _ limit: Duration, timeout: SyncTimeout, onTimeout: @escaping @Sendable () async -> Void,
+        abandoned: @escaping @Sendable (T) async -> Void, _ body: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         let answered = Locked(false)
         func claim() -> Bool {
@@ -443,17 +540,17 @@ extension SyncEngine {
             work = Task {
                 do {
                     let value = try await body()
-                    if claim() { continuation.resume(returning: value) }
+                    if claim() { continuation.resume(returning: value) } else { await abandoned(value) }
                 } catch {
                     if claim() { continuation.resume(throwing: error) }
                 }
             }
             timer = Task { [work] in
-                do { try await Task.sleep(for: Self.roundTripLimit) } catch { return }
+                do { try await Task.sleep(for: limit) } catch { return }
                 guard claim() else { return }
                 work?.cancel()
-                await database.close()
-                continuation.resume(throwing: SyncTimeout())
+                await onTimeout()
+                continuation.resume(throwing: timeout)
             }
         }
     }
