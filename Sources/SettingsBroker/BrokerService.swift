@@ -223,6 +223,10 @@ public final class BrokerService: Service, Sendable {
                         logger.error(
                             "an administrator's file was skipped; what it said when last read stays in force",
                             metadata: Self.metadata(problem))
+                    case .read(let files, let problems):
+                        logger.debug(
+                            "read the administrator's folder",
+                            metadata: ["folder": "\(folder)", "files": "\(files)", "problems": "\(problems)"])
                     case .polling:
                         logger.warning(
                             "cannot follow the administrator's folder with inotify (too many inotify instances for this user: fs.inotify.max_user_instances); looking at it once a second instead")

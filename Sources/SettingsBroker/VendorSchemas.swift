@@ -12,8 +12,13 @@
 // after the last such event it reads every file again and registers what changed. A file that cannot be read
 // or parsed, or whose schemas the store refuses, is skipped as a whole (one commit per file): the schemas it
 // registered before stay in force, the broker logs the file and line, and `Status` lists the problem until
-// the file is fixed. A removed file's schemas stay registered. The folders are the ones that exist when the
-// broker starts.
+// the file is fixed. A removed file's schemas stay registered. A folder made after the broker started (the
+// user's folder, made when the first app installs its schema) is followed from when it appears: the nearest
+// folder above it that exists is followed for the making of the next folder down, and no other change there.
+//
+// Files are read within bounds (``FileBounds``): 1 MiB a file (a larger one is refused by name, before it is
+// read), the first 1,000 files of a folder, 16 MiB a folder; a problem quotes a line by a short prefix, and
+// `Status` lists at most 20 problems.
 
 import DBus
 import Dispatch
@@ -77,12 +82,11 @@ final class VendorSchemas: Sendable {
         return bases.map { $0 + "/settingsbus/schemas" }.filter { seen.insert($0).inserted }
     }
 
-    /// Reads and registers every file, then follows the folders; returns once the first reading is done.
+    /// Follows the folders, then reads and registers every file; returns once the first reading is done.
     func start() async {
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             queue.async {
                 self.reload()
-                self.folders.watch(self.directories) { [weak self] in self?.reload() }
                 if self.folders.isPolling, !self.pollingFolders { self.report(.polling) }
                 done.resume()
             }
@@ -95,32 +99,37 @@ final class VendorSchemas: Sendable {
     }
 
     /// What `Status` reports: `schema-files` (u, the files read) and `schema-problems` (as, one line per file
-    /// skipped, with its line and the reason).
+    /// skipped, with its line and the reason: at most ``FileBounds/listedProblems``, then how many more).
     func status() -> [String: DBusValue] {
         state.withLock { state in
             [
                 "schema-files": .uint32(UInt32(clamping: state.files.count)),
-                "schema-problems": .array(.string, state.problems.values.map(\.description).sorted().map(DBusValue.string)),
+                "schema-problems": .array(
+                    .string, FileBounds.listed(state.problems.values.map(\.description)).map(DBusValue.string)),
             ]
         }
     }
 
     // MARK: - Reading
 
-    /// Reads every file and registers what changed, file by file. Runs on ``queue``.
+    /// Follows the folders (those made since too), then reads every file and registers what changed, file by
+    /// file. Runs on ``queue``.
     private func reload() {
+        folders.watch(FolderWatch.following(directories)) { [weak self] in self?.reload() }
         var claimed = Set<SettingPath>()
         var files: [String] = []
         var problems: [String: Problem] = [:]
         for directory in directories {
-            let names = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [])
-                .filter { $0.hasSuffix(".schema") && !$0.hasPrefix(".") }.sorted()
-            for name in names {
-                let file = directory + "/" + name
+            let contents = BoundedFile.readFolder(directory) { $0.hasSuffix(".schema") && !$0.hasPrefix(".") }
+            for problem in contents.problems { problems[problem.file] = skip(problem) }
+            for (file, text) in contents.files {
                 files.append(file)
-                if let problem = register(file, skipping: &claimed) {
-                    problems[file] = problem
+                let problem: Problem?
+                switch text {
+                case .success(let text): problem = register(file, text, skipping: &claimed)
+                case .failure(let refused): problem = skip(refused)
                 }
+                if let problem { problems[file] = problem }
             }
         }
         state.withLock { state in
@@ -130,13 +139,7 @@ final class VendorSchemas: Sendable {
     }
 
     /// Registers the schemas of one file that no earlier file claimed; nil when that worked.
-    private func register(_ file: String, skipping claimed: inout Set<SettingPath>) -> Problem? {
-        let text: String
-        do {
-            text = try String(contentsOfFile: file, encoding: .utf8)
-        } catch {
-            return skip(Problem(file: file, line: nil, message: "cannot be read: \(error)"))
-        }
+    private func register(_ file: String, _ text: String, skipping claimed: inout Set<SettingPath>) -> Problem? {
         let parsed: SchemaFile
         do throws(SchemaFile.Problem) {
             parsed = try SchemaFile(parsing: text)

@@ -58,7 +58,8 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
             """
             A folder of schema files (*.schema) that apps install; repeat for more, the first first. Default: \
             settingsbus/schemas under $XDG_DATA_HOME (~/.local/share) and under each folder of $XDG_DATA_DIRS \
-            (/usr/local/share:/usr/share).
+            (/usr/local/share:/usr/share). A folder made later is followed from when it appears; files over \
+            1 MiB are refused.
             """, valueName: "dir"))
     var schemaDirectories: [String] = []
 
@@ -67,7 +68,8 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
         help: ArgumentHelp(
             """
             The administrator's folder: defaults.d/*.conf (keyfiles of defaults for every user) and locks.d/* \
-            (keys and directories no one may change), followed while the broker runs.
+            (keys and directories no one may change), followed while the broker runs. Files over 1 MiB, and \
+            folders and files that users other than root and the broker's own can write, are refused.
             """, valueName: "dir"))
     var administratorFolder: String = "/etc/settingsbus"
 

@@ -91,6 +91,57 @@ struct VendorSchemaTests {
         }
     }
 
+    /// A schema folder made after the broker started (`~/.local/share/settingsbus/schemas` on a new account,
+    /// made when the first app installs its schema) is followed from when it appears.
+    @Test func aSchemaFolderMadeAfterTheBrokerStartedIsFollowed() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let schemas = directory.url.appendingPathComponent("share/settingsbus/schemas")
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus, arguments: ["--schema-dir", schemas.path])
+            let connection = try await bus.connect()
+            var rule = MatchRule(sender: TestBroker.busName, interface: "io.github.settingsbus.Settings1", member: "Changed")
+            rule.arguments[0] = "/test/late/a"
+            let signals = Collector(try await connection.signals(matching: rule))
+            _ = try await connection.settings("Set", [.string("/test/late/a"), .variant(.string("text"))])
+            _ = try await signals.next()
+
+            // When: the folders are made, one by one, and a file installed in the last.
+            try FileManager.default.createDirectory(at: schemas, withIntermediateDirectories: true)
+            try Self.install("[/test/late/]\na.type=u\na.default=4", as: "a.schema", in: schemas)
+
+            // Then: the schema is registered (its key held a value of another type: a Changed signal says so).
+            _ = try await signals.next(timeLimit: .seconds(10))
+            let a = try await Self.registered(connection, "/test/late/a")
+            #expect(a["registered"] == .boolean(true))
+            #expect(try await connection.settings("Get", [.string("/test/late/a")]) == [.variant(.uint32(4))])
+            signals.stop()
+            await connection.close()
+            #expect(await broker.stop() == 0)
+        }
+    }
+
+    /// A schema file larger than the broker reads is refused by name, without being read; the others are read.
+    @Test func anOversizedSchemaFileIsRefusedByName() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let schemas = directory.url.appendingPathComponent("schemas")
+        try FileManager.default.createDirectory(at: schemas, withIntermediateDirectories: true)
+        let filler = String(repeating: "# a comment line, many times over, to make a file too large to read\n", count: 20_000)
+        try Self.install("[/test/size/]\nbig.type=u\n" + filler, as: "big.schema", in: schemas)
+        try Self.install("[/test/size/]\nsmall.type=u", as: "small.schema", in: schemas)
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus, arguments: ["--schema-dir", schemas.path])
+            let connection = try await bus.connect()
+            #expect(try await Self.registered(connection, "/test/size/small")["registered"] == .boolean(true))
+            #expect(await Self.errorName(connection, "/test/size/big") == "io.github.settingsbus.Settings1.Error.UnknownKey")
+            let problems = GVariantText.format(.structure(try await connection.settings("Status")))
+            #expect(problems.contains("big.schema: ") && problems.contains("1048576"), "\(problems)")
+            await connection.close()
+            #expect(await broker.stop() == 0)
+        }
+    }
+
     static func errorName(_ connection: DBusConnection, _ key: String) async -> String? {
         do {
             _ = try await connection.settings("Describe", [.string(key)])
