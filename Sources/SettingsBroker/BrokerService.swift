@@ -42,7 +42,7 @@ public final class BrokerService: Service, Sendable {
         public var secretReaders: SecretReaders
         /// Sync across machines, if configured (README, "Sync across machines").
         public var sync: (any StoreSync)?
-        /// How much history of commits the store keeps (`--history-limit`, `--history-age`).
+        /// How much history of commits the store keeps (`--history-limit`, `--history-age`, `--history-size`).
         public var history = HistoryLimits()
 
         /// The folders of schema files searched when none is given: `settingsbus/schemas` under

@@ -104,8 +104,6 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
             """, valueName: "age"))
     var historyAge: String = "30d"
 
-    @Option(help: "trace, debug, info, notice, warning, error or critical.")
-    var logLevel: String = "info"
     @Option(
         help: ArgumentHelp(
             """
@@ -115,6 +113,8 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
             """, valueName: "size"))
     var historySize: String = "4M"
 
+    @Option(help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevel: String = "info"
 
     @Option(
         help: ArgumentHelp(
@@ -209,8 +209,6 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
             throw ValidationError(
                 "--history-age takes a number of seconds, or of minutes, hours or days such as 30d; not '\(historyAge)'")
         }
-    }
-
         guard Self.bytes(historySize) != nil else {
             throw ValidationError(
                 "--history-size takes a number of bytes, or of KiB, MiB or GiB such as 4M; not '\(historySize)'")
@@ -224,6 +222,8 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
         guard let count = Int(unit == nil ? Substring(text) : text.dropLast()), count >= 0 else { return nil }
         let (bytes, overflow) = count.multipliedReportingOverflow(by: unit ?? 1)
         return overflow ? nil : bytes
+    }
+
     /// `90`, `15m`, `12h`, `30d` in seconds; nil for anything else.
     static func seconds(_ text: String) -> Int64? {
         let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
@@ -345,7 +345,7 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
         gethostname(&hostName, hostName.count)
         var configuration = SyncConfiguration(
             database: address, passwordFile: syncPasswordFile, directories: directories, machineID: machine,
-            machineName: machineName ?? String(cString: hostName))
+            machineName: machineName ?? String(decoding: hostName.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
         configuration.scope = syncScope
         configuration.clockOffsetMilliseconds = syncClockOffset
         if let syncPoll {
