@@ -4,8 +4,9 @@
 //
 // An administrator puts machine-wide defaults and locks in a folder (`/etc/settingsbus/`, or the broker's
 // `--admin-dir`): `defaults.d/*.conf` and `locks.d/*` (``AdministratorLayer``). The broker reads them at start,
-// before it takes its bus name, and follows the folder and its two subfolders with inotify, so a file added, edited or removed, a subfolder replaced, or the whole folder made later, takes
-// effect about 100 ms after the last change, for every user of the broker, without a restart.
+// before it takes its bus name, and follows the folder and its two subfolders with inotify, so a file added,
+// edited or removed, a subfolder replaced, or the whole folder made later, takes effect about 100 ms after the
+// last change, for every user of the broker, without a restart.
 //
 // Each file is read on its own, within bounds (``FileBounds``: 1 MiB a file, the first 1,000 files of a
 // subfolder, 16 MiB a subfolder; a larger file is refused by name before it is read). A file that cannot be
@@ -14,10 +15,10 @@
 // lift a lock). A file that is removed is forgotten.
 //
 // Only root and the broker's own user may write the folder: a folder or a folder above it (up to `/`), a
-// subfolder or a file that others can write (group- or world-writable, or owned by another user; a folder
-// above may be world-writable with the sticky bit, as `/tmp` is) is refused by name, in the log and in
-// `Status`, and nothing is read through it (what was read before stays in force). A file is checked as it was
-// opened (``FileOwners``), wherever a symbolic link led.
+// subfolder or a file that others can write (writable by every user or by a group other than root's, or owned
+// by another user; a folder above may be writable by others with the sticky bit, as `/tmp` is) is refused by
+// name, in the log and in `Status`, and nothing is read through it (what was read before stays in force). A
+// file is checked as it was opened (``FileOwners``), wherever a symbolic link led.
 //
 // The folder above is followed only for the folder's own name (it being made, removed or replaced): files
 // written beside it, in `/etc`, wake nothing (``FolderWatch``).
