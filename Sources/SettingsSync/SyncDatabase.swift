@@ -392,11 +392,6 @@ struct SyncDatabase: Sendable {
         return page
     }
 
-    /// A question that costs the server nothing, to learn whether the connection still answers.
-    func probe() async throws {
-        try await connection.query("SELECT 1", logger: logger)
-    }
-
     /// The names of machines whose clock was clamped, with how far ahead they were.
     func clampedMachines() async throws -> [String] {
         var names: [String] = []

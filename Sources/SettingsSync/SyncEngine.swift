@@ -255,13 +255,7 @@ public final class SyncEngine: StoreSync {
             $0.phase = "connected"
             $0.error = nil
         }
-        var answered = ContinuousClock.now
         while !Task.isCancelled {
-            // A connection idle for a while may have gone silent (a network cut): a cheap question, answered
-            // within a short bound, finds out before a push or a pull waits on it for the long bound.
-            if ContinuousClock.now - answered > Self.probeAfterIdle {
-                try await bounded(database, limit: Self.probeLimit) { try await database.probe() }
-            }
             let woken = hinted.withLock { hinted in
                 defer { hinted = false }
                 return hinted
@@ -276,7 +270,6 @@ public final class SyncEngine: StoreSync {
                 state.queued = queued
                 state.phase = "connected"
             }
-            answered = ContinuousClock.now
             // A whole round went well: statements are bounded short again (a slow one had the long bound).
             statementLimit.withLock { $0 = Self.quickLimit }
             if queued > 0 { continue }
@@ -484,14 +477,10 @@ extension SyncEngine {
     /// The longest a statement of sync (a push, a page of a pull) may take before the connection is taken
     /// for silent (a network cut): far above what one takes on a live connection. Past it, the next session
     /// bounds its statements by ``roundTripLimit`` instead, so a statement that is only slow gets through.
-    static let quickLimit: Duration = .milliseconds(1500)
+    static let quickLimit: Duration = .seconds(1)
     /// The longest a connection may take to be made (TCP, TLS, login): postgres-nio bounds the TCP connect
     /// only, and a connection whose peer went silent after it accepted would wait for ever.
     static let connectLimit: Duration = .seconds(2)
-    /// A connection idle for longer than this is probed before it is used.
-    static let probeAfterIdle: Duration = .seconds(1)
-    /// The longest the probe (`SELECT 1`) may take.
-    static let probeLimit: Duration = .seconds(1)
     /// The wait before the next attempt after a silent connection (the silence took its bound already).
     static let retryAfterSilence: Duration = .milliseconds(50)
 
