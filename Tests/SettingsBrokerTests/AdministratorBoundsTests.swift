@@ -88,12 +88,19 @@ struct AdministratorBoundsTests {
         }
     }
 
-    @Test func aFileOwnedByAnotherUserAndASubfolderOthersCanWriteAreNotRead() async throws {
+    @Test func aFileOwnedByAnotherUserALinkToOneAndASubfolderOthersCanWriteAreNotRead() async throws {
         let admin = try AdminFolder()
         defer { admin.root.remove() }
         try admin.write("[org/example/owned]\ntheme='dark'\n", to: "defaults.d/10-theirs.conf")
         try admin.write("[org/example/owned]\nsize=3\n", to: "defaults.d/20-mine.conf")
         #expect(chown(admin.url.appendingPathComponent("defaults.d/10-theirs.conf").path, 65534, 65534) == 0)
+        // A link to a file of another user, in a folder the check of the administrator's folder does not cover.
+        let elsewhere = try TemporaryDirectory()
+        defer { elsewhere.remove() }
+        let theirs = elsewhere.url.appendingPathComponent("theirs.conf")
+        try "[org/example/owned]\nlinked='yes'\n".write(to: theirs, atomically: false, encoding: .utf8)
+        #expect(chown(theirs.path, 65534, 65534) == 0)
+        #expect(symlink(theirs.path, admin.url.appendingPathComponent("defaults.d/30-link.conf").path) == 0)
         try admin.write("/org/example/owned/\n", to: "locks.d/site")
         #expect(chmod(admin.url.appendingPathComponent("locks.d").path, 0o770) == 0)
         #expect(chown(admin.url.appendingPathComponent("locks.d").path, 0, 100) == 0)
@@ -107,6 +114,8 @@ struct AdministratorBoundsTests {
             #expect(size.writable, "the lock in a folder group 100 can write is not read")
             let problems = try await Self.statusList(connection, "admin-problems")
             #expect(problems.contains { $0.contains("10-theirs.conf: ") && $0.contains("65534") }, "\(problems)")
+            #expect(problems.contains { $0.contains("30-link.conf: ") && $0.contains("65534") }, "\(problems)")
+            #expect(try await Self.administratorDefault(connection, "/org/example/owned/linked") == nil)
             #expect(problems.contains { $0.contains("locks.d: ") && $0.contains("group 100") }, "\(problems)")
             #expect(await broker.stop() == 0)
         }
