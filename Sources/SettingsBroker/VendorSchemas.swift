@@ -114,24 +114,43 @@ final class VendorSchemas: Sendable {
 
     /// Follows the folders (those made since too), then reads every file and registers what changed, file by
     /// file. Runs on ``queue``.
+    ///
+    /// Every file is read and parsed before any is registered, and what that found is in `Status` by then:
+    /// a client that hears of one file's registration (its `Changed`) finds a broken file beside it listed.
     private func reload() {
         folders.watch(FolderWatch.following(directories)) { [weak self] in self?.reload() }
-        var claimed = Set<SettingPath>()
+        let previous = state.withLock { $0.problems }
         var files: [String] = []
         var problems: [String: Problem] = [:]
+        var parsed: [(file: String, schemas: SchemaFile)] = []
         for directory in directories {
             let contents = BoundedFile.readFolder(directory) { $0.hasSuffix(".schema") && !$0.hasPrefix(".") }
-            for problem in contents.problems { problems[problem.file] = skip(problem) }
+            for problem in contents.problems { problems[problem.file] = skip(problem, previous: previous) }
             for (file, text) in contents.files {
                 files.append(file)
-                let problem: Problem?
                 switch text {
-                case .success(let text): problem = register(file, text, skipping: &claimed)
-                case .failure(let refused): problem = skip(refused)
+                case .success(let text):
+                    do throws(SchemaFile.Problem) {
+                        parsed.append((file, try SchemaFile(parsing: text)))
+                    } catch {
+                        problems[file] = skip(Problem(file: file, line: error.line, message: error.message), previous: previous)
+                    }
+                case .failure(let refused): problems[file] = skip(refused, previous: previous)
                 }
-                if let problem { problems[file] = problem }
             }
         }
+        // A file the store refused before stays listed while it is registered again.
+        var meanwhile = problems
+        for (file, _) in parsed { meanwhile[file] = previous[file] }
+        publish(files, meanwhile)
+        var claimed = Set<SettingPath>()
+        for (file, schemas) in parsed {
+            if let problem = register(file, schemas, skipping: &claimed, previous: previous) { problems[file] = problem }
+        }
+        publish(files, problems)
+    }
+
+    private func publish(_ files: [String], _ problems: [String: Problem]) {
         state.withLock { state in
             state.files = files
             state.problems = problems
@@ -139,13 +158,9 @@ final class VendorSchemas: Sendable {
     }
 
     /// Registers the schemas of one file that no earlier file claimed; nil when that worked.
-    private func register(_ file: String, _ text: String, skipping claimed: inout Set<SettingPath>) -> Problem? {
-        let parsed: SchemaFile
-        do throws(SchemaFile.Problem) {
-            parsed = try SchemaFile(parsing: text)
-        } catch {
-            return skip(Problem(file: file, line: error.line, message: error.message))
-        }
+    private func register(
+        _ file: String, _ parsed: SchemaFile, skipping claimed: inout Set<SettingPath>, previous: [String: Problem]
+    ) -> Problem? {
         let mine = parsed.schemas.filter { !claimed.contains($0.key) }.sorted { $0.key < $1.key }
         claimed.formUnion(mine.map(\.key))
         let changed = mine.filter { key, schema in store.registeredSchema(key) != schema }
@@ -160,16 +175,16 @@ final class VendorSchemas: Sendable {
         semaphore.wait()
         switch result.withLock({ $0 }) {
         case .failure(let error)?:
-            return skip(Problem(file: file, line: nil, message: error.message))
+            return skip(Problem(file: file, line: nil, message: error.message), previous: previous)
         default:
             report(.registered(file: file, keys: changed.count))
             return nil
         }
     }
 
-    private func skip(_ problem: Problem) -> Problem {
-        let known = state.withLock { $0.problems[problem.file] }
-        if known != problem { report(.skipped(problem)) }
+    /// Reports a problem unless the last reading found it already.
+    private func skip(_ problem: Problem, previous: [String: Problem]) -> Problem {
+        if previous[problem.file] != problem { report(.skipped(problem)) }
         return problem
     }
 }

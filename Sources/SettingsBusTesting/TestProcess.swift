@@ -59,7 +59,8 @@ public enum TestProcess {
             child.signal(SIGKILL)
             return true
         }
-        let status = await child.waitForExit()
+        // The killer above ends it at `timeLimit`; the wait's own bound only backs that up.
+        let status = await child.waitForExit(within: timeLimit + .seconds(10))
         killer.cancel()
         let timedOut = await killer.value
         // The output ends when the child and whatever it started have closed it; a process it left running with
