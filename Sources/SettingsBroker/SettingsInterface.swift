@@ -220,11 +220,16 @@ public enum SettingsInterface {
                 changeset.unregistrations = [request.key]
                 return changeset
             },
+            // Every reply is size-checked, as reads are: what Describe and Status report is bounded where it is
+            // made (values, problem texts, lists of refusals), and a reply that still would not fit is refused
+            // with TooLarge rather than sent, which would get the broker disconnected from the bus.
             method(Settings1.DescribeRequest.self) { _, request throws(SettingsError) in
-                SchemaCoding.describe(try store.describe(request.key))
+                try fitting(SchemaCoding.describe(try store.describe(request.key)), "the description of \(request.key)")
             },
             method(Settings1.StatusRequest.self) { _, _ throws(SettingsError) in
-                Settings1.StatusReply(fields: store.status().merging(moreStatus()) { own, _ in own })
+                try fitting(
+                    Settings1.StatusReply(fields: store.status().merging(moreStatus()) { own, _ in own }),
+                    "the broker's status")
             },
             // Read from the store file on a connection of its own; a writer whose process was found but not yet
             // recorded there is named from memory.
