@@ -168,7 +168,7 @@ public struct FileProblem: Error, Sendable, Hashable, CustomStringConvertible {
     /// What is wrong, for people.
     public var message: String
 
-    /// - Parameter message: kept to its first ``FileBounds/maximumMessage`` characters (then `…`), control
+    /// - Parameter message: kept to its first 400 characters (then `…`), control
     ///   characters shown as `�`: a problem quotes a line of a file, which may be of any length.
     public init(file: String, line: Int?, message: String) {
         self.file = file

@@ -34,7 +34,7 @@ public struct SchemaFile: Sendable {
         /// What is wrong, for people.
         public var message: String
 
-        /// - Parameter message: kept to its first ``FileBounds/maximumMessage`` characters (then `…`).
+        /// - Parameter message: kept to its first 400 characters (then `…`).
         public init(line: Int, message: String) {
             self.line = line
             self.message = LineText.excerpt(message, limit: FileBounds.maximumMessage)
