@@ -342,24 +342,29 @@ public final class TestPostgres: Sendable {
         }
     }
 
-    /// A loopback port no one listens on now (bound to port 0 and released).
+    /// A loopback port no one listens on now, below the kernel's range of ephemeral ports (so that no outgoing
+    /// connection, of a broker to another test's server, takes it before the server binds it): a random one that
+    /// binds, tried up to 200 times.
     static func freeLoopbackPort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw TestProcess.Failure(description: "socket: errno \(errno)") }
         defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
+        // /proc/sys/net/ipv4/ip_local_port_range: "32768\t60999" on Debian.
+        let range = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)) ?? ""
+        let ephemeralStart = range.split(whereSeparator: \.isWhitespace).first.flatMap { Int($0) } ?? 32768
+        let candidates = 10_000..<max(10_001, min(ephemeralStart, 65_536))
+        for _ in 0..<200 {
+            let port = Int.random(in: candidates)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            address.sin_port = UInt16(port).bigEndian
+            let length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let bound = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
+            }
+            if bound == 0 { return port }
         }
-        guard bound == 0 else { throw TestProcess.Failure(description: "bind: errno \(errno)") }
-        let named = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        guard named == 0 else { throw TestProcess.Failure(description: "getsockname: errno \(errno)") }
-        return Int(UInt16(bigEndian: address.sin_port))
+        throw TestProcess.Failure(description: "no free loopback port below \(ephemeralStart) in 200 tries")
     }
 }

@@ -156,82 +156,6 @@ struct HistoryTests {
         return Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
     }
 
-    @Test func aHistoryLargerThanOneMessageIsAnsweredAPageAtATime() async throws {
-        try await withTestBus { bus in
-            let broker = try await TestBroker.start(on: bus, arguments: ["--history-size", "0"])
-            let connection = try await bus.connect()
-            // Given: more history than one reply may carry (32 MiB): 11 commits of 100 values of 15 KiB (3 MiB
-            // each with the values before them), then 200 commits of one such value.
-            let keys = try (0..<100).map { try SettingPath("/page/k\($0)") }
-            for round in 0..<11 {
-                let apply = Settings1.ApplyRequest(sets: keys.map { ($0, Self.blob(round)) }, resets: [])
-                _ = try await connection.settings("Apply", apply.body)
-            }
-            for index in 0..<200 {
-                _ = try await connection.settings("Set", [.string("/page/small"), .variant(Self.blob(index))])
-            }
-
-            // When: the whole history is asked for, page after page.
-            var pages: [[Settings1.HistoryReply.Commit]] = []
-            var answered = 0
-            var next: Settings1.HistoryRequest? = Settings1.HistoryRequest()
-            while let request = next {
-                let reply = try Settings1.HistoryReply(try await connection.settings("History", request.body))
-                pages.append(reply.commits)
-                answered += reply.commits.count
-                next = request.next(after: reply, answered: answered)
-            }
-
-            // Then: every commit once, in order, each reply a page (or one commit larger than a page).
-            #expect(pages.flatMap { $0 }.map(\.serial) == Array(1...211))
-            for page in pages where page.count > 1 {
-                #expect(Settings1.HistoryReply(commits: page).body[0].approximateSize <= Settings1.HistoryReply.pageSize)
-            }
-            #expect(pages.count > 12, "\(pages.map(\.count))")
-            #expect(pages.flatMap { $0 }.first?.changes.count == 100)
-            #expect(pages.flatMap { $0 }.last?.changes == [.init(key: "/page/small", old: Self.blob(198), new: Self.blob(199))])
-
-            // And: a limit pages the same way: the newest 150 commits.
-            var limited: [Settings1.HistoryReply.Commit] = []
-            next = Settings1.HistoryRequest(limit: 150)
-            while let request = next {
-                let reply = try Settings1.HistoryReply(try await connection.settings("History", request.body))
-                limited += reply.commits
-                next = request.next(after: reply, answered: limited.count)
-            }
-            #expect(limited.map(\.serial) == Array(62...211))
-            await connection.close()
-            #expect(await broker.stop() == 0)
-        }
-    }
-
-    @Test func theHistoryIsBoundedInBytesByDefault() async throws {
-        try await withTestBus { bus in
-            let broker = try await TestBroker.start(on: bus, arguments: ["--history-limit", "1000"])
-            let connection = try await bus.connect()
-            // When: 600 commits of a 15 KiB value, each with the value before it (18 MB of values in all).
-            for index in 0..<600 {
-                _ = try await connection.settings("Set", [.string("/size/k"), .variant(Self.blob(index))])
-            }
-            // Then: the history's pages in the store file take about the default 4 MiB, no more.
-            let pages = try await Self.historyPages(broker.storePath)
-            #expect(pages <= 5 << 20, "\(pages) bytes")
-            #expect(pages >= 3 << 20, "\(pages) bytes")
-            let kept = try await Self.allHistory(connection)
-            #expect(kept.last?.serial == 600)
-            #expect(kept.count < 150 && kept.count > 100, "\(kept.count)")
-
-            // And: a commit whose values take more than a quarter of the size is kept without them.
-            let keys = try (0..<80).map { try SettingPath("/size/many\($0)") }
-            let apply = Settings1.ApplyRequest(sets: keys.map { ($0, Self.blob(7)) }, resets: [])
-            _ = try await connection.settings("Apply", apply.body)
-            let large = try #require(try await Self.history(connection, .init(limit: 1)).first)
-            #expect(large.changes.count == 80 && large.changes.allSatisfy { $0.omitted == "large" && $0.new == nil })
-            await connection.close()
-            #expect(await broker.stop() == 0)
-        }
-    }
-
     @Test func aWritersRowLeavesTheHistoryWithItsLastCommit() async throws {
         try await withTestBus { bus in
             let broker = try await TestBroker.start(on: bus, arguments: ["--history-limit", "10"])
@@ -286,4 +210,87 @@ struct HistoryTests {
             #expect(await broker.stop() == 0)
         }
     }
+}
+
+/// The history's tests that write tens of MiB into the store: run on their own by scripts/test, after the
+/// others, so that their writes and reads of large values do not take the CPUs and the disk that timed tests
+/// beside them need.
+@Suite(.timeLimit(.minutes(3)))
+struct LargeHistoryTests {
+    @Test func aHistoryLargerThanOneMessageIsAnsweredAPageAtATime() async throws {
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus, arguments: ["--history-size", "0"])
+            let connection = try await bus.connect()
+            // Given: more history than one reply may carry (32 MiB): 11 commits of 100 values of 15 KiB (3 MiB
+            // each with the values before them), then 200 commits of one such value.
+            let keys = try (0..<100).map { try SettingPath("/page/k\($0)") }
+            for round in 0..<11 {
+                let apply = Settings1.ApplyRequest(sets: keys.map { ($0, HistoryTests.blob(round)) }, resets: [])
+                _ = try await connection.settings("Apply", apply.body)
+            }
+            for index in 0..<200 {
+                _ = try await connection.settings("Set", [.string("/page/small"), .variant(HistoryTests.blob(index))])
+            }
+
+            // When: the whole history is asked for, page after page.
+            var pages: [[Settings1.HistoryReply.Commit]] = []
+            var answered = 0
+            var next: Settings1.HistoryRequest? = Settings1.HistoryRequest()
+            while let request = next {
+                let reply = try Settings1.HistoryReply(try await connection.settings("History", request.body))
+                pages.append(reply.commits)
+                answered += reply.commits.count
+                next = request.next(after: reply, answered: answered)
+            }
+
+            // Then: every commit once, in order, each reply a page (or one commit larger than a page).
+            #expect(pages.flatMap { $0 }.map(\.serial) == Array(1...211))
+            for page in pages where page.count > 1 {
+                #expect(Settings1.HistoryReply(commits: page).body[0].approximateSize <= Settings1.HistoryReply.pageSize)
+            }
+            #expect(pages.count > 12, "\(pages.map(\.count))")
+            #expect(pages.flatMap { $0 }.first?.changes.count == 100)
+            #expect(pages.flatMap { $0 }.last?.changes == [.init(key: "/page/small", old: HistoryTests.blob(198), new: HistoryTests.blob(199))])
+
+            // And: a limit pages the same way: the newest 150 commits.
+            var limited: [Settings1.HistoryReply.Commit] = []
+            next = Settings1.HistoryRequest(limit: 150)
+            while let request = next {
+                let reply = try Settings1.HistoryReply(try await connection.settings("History", request.body))
+                limited += reply.commits
+                next = request.next(after: reply, answered: limited.count)
+            }
+            #expect(limited.map(\.serial) == Array(62...211))
+            await connection.close()
+            #expect(await broker.stop() == 0)
+        }
+    }
+
+    @Test func theHistoryIsBoundedInBytesByDefault() async throws {
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus, arguments: ["--history-limit", "1000"])
+            let connection = try await bus.connect()
+            // When: 600 commits of a 15 KiB value, each with the value before it (18 MB of values in all).
+            for index in 0..<600 {
+                _ = try await connection.settings("Set", [.string("/size/k"), .variant(HistoryTests.blob(index))])
+            }
+            // Then: the history's pages in the store file take about the default 4 MiB, no more.
+            let pages = try await HistoryTests.historyPages(broker.storePath)
+            #expect(pages <= 5 << 20, "\(pages) bytes")
+            #expect(pages >= 3 << 20, "\(pages) bytes")
+            let kept = try await HistoryTests.allHistory(connection)
+            #expect(kept.last?.serial == 600)
+            #expect(kept.count < 150 && kept.count > 100, "\(kept.count)")
+
+            // And: a commit whose values take more than a quarter of the size is kept without them.
+            let keys = try (0..<80).map { try SettingPath("/size/many\($0)") }
+            let apply = Settings1.ApplyRequest(sets: keys.map { ($0, HistoryTests.blob(7)) }, resets: [])
+            _ = try await connection.settings("Apply", apply.body)
+            let large = try #require(try await HistoryTests.history(connection, .init(limit: 1)).first)
+            #expect(large.changes.count == 80 && large.changes.allSatisfy { $0.omitted == "large" && $0.new == nil })
+            await connection.close()
+            #expect(await broker.stop() == 0)
+        }
+    }
+
 }

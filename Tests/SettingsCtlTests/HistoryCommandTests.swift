@@ -106,6 +106,12 @@ struct HistoryCommandTests {
         }
     }
 
+}
+
+/// `settingsctl log` and `undo` over a history larger than one message: run on their own by scripts/test (see
+/// `LargeHistoryTests`).
+@Suite(.timeLimit(.minutes(3)))
+struct LargeHistoryCommandTests {
     @Test func logAndUndoWorkOnAHistoryLargerThanOneMessage() async throws {
         try await withTestBus { bus in
             let broker = try await TestBroker.start(on: bus, arguments: ["--history-size", "0"])
