@@ -160,8 +160,11 @@ struct AdministratorBoundsTests {
                 try await Task.sleep(for: .milliseconds(20))
             }
             // Then: the marker's change, made after them, is the one reading.
-            try "[org/example]\nmarker=1\n".write(
-                to: folder.appendingPathComponent("defaults.d/90-marker.conf"), atomically: true, encoding: .utf8)
+            // Written beside the folder and moved in: one event in the folder, so one reading however loaded the
+            // machine is (a file written in place may be read at its creation and again at its last write).
+            let prepared = root.url.appendingPathComponent("marker.prepared")
+            try "[org/example]\nmarker=1\n".write(to: prepared, atomically: false, encoding: .utf8)
+            try FileManager.default.moveItem(at: prepared, to: folder.appendingPathComponent("defaults.d/90-marker.conf"))
             do {
                 _ = try await marker.next(timeLimit: .seconds(20))
             } catch {
