@@ -27,6 +27,7 @@ let package = Package(
         .library(name: "SettingsBusConfiguration", targets: ["SettingsBusConfiguration"]),
         .library(name: "SettingsBusTesting", targets: ["SettingsBusTesting"]),
         .executable(name: "settings-broker", targets: ["settings-broker"]),
+        .executable(name: "settings-sync", targets: ["settings-sync"]),
         .executable(name: "settings-bench", targets: ["settings-bench"]),
         .executable(name: "settingsctl", targets: ["settingsctl"]),
     ],
@@ -34,9 +35,9 @@ let package = Package(
         .trait(
             name: "Tools",
             description: """
-                The broker, settingsctl, the benchmark and the tests, with the packages only they use \
-                (swift-argument-parser, swift-log, swift-service-lifecycle, swift-collections, postgres-nio for \
-                the broker's sync). On by default; an \
+                The broker, its sync process, settingsctl, the benchmark and the tests, with the packages only \
+                they use (swift-argument-parser, swift-log, swift-service-lifecycle, swift-collections, and \
+                postgres-nio for the sync process alone). On by default; an \
                 app that depends on the SettingsBus library writes `traits: []` and resolves none of them.
                 """),
         .trait(
@@ -78,11 +79,25 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "CSandbox",
+            path: "Sources/CSandbox"
+        ),
+        .target(
+            name: "SyncProtocol",
+            dependencies: [
+                "DBus",
+                "SettingsModel",
+                .product(name: "Logging", package: "swift-log", condition: tools),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "SettingsBroker",
             dependencies: [
                 "CSQLite",
                 "DBus",
                 "SettingsModel",
+                "SyncProtocol",
                 .product(name: "OrderedCollections", package: "swift-collections", condition: tools),
                 .product(name: "Logging", package: "swift-log", condition: tools),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: tools),
@@ -92,8 +107,10 @@ let package = Package(
         .target(
             name: "SettingsSync",
             dependencies: [
-                "SettingsBroker",
+                "CSandbox",
+                "DBus",
                 "SettingsModel",
+                "SyncProtocol",
                 .product(name: "PostgresNIO", package: "postgres-nio", condition: tools),
                 .product(name: "Logging", package: "swift-log", condition: tools),
             ],
@@ -117,11 +134,24 @@ let package = Package(
             name: "settings-broker",
             dependencies: [
                 "SettingsBroker",
-                "SettingsSync",
+                "SyncProtocol",
                 .product(name: "ArgumentParser", package: "swift-argument-parser", condition: tools),
                 .product(name: "Logging", package: "swift-log", condition: tools),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: tools),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle", condition: tools),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "settings-sync",
+            dependencies: [
+                "CSandbox",
+                "DBus",
+                "SettingsModel",
+                "SettingsSync",
+                "SyncProtocol",
+                .product(name: "ArgumentParser", package: "swift-argument-parser", condition: tools),
+                .product(name: "Logging", package: "swift-log", condition: tools),
             ],
             swiftSettings: swiftSettings
         ),
@@ -240,12 +270,12 @@ let package = Package(
         ),
         .testTarget(
             name: "SettingsBrokerTests",
-            dependencies: ["SettingsBroker", "SettingsModel", "DBus", "SettingsBusTesting"],
+            dependencies: ["SettingsBroker", "SettingsModel", "SyncProtocol", "DBus", "SettingsBusTesting"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "SyncTests",
-            dependencies: ["SettingsBus", "SettingsModel", "SettingsSync", "DBus", "SettingsBusTesting"],
+            dependencies: ["SettingsBus", "SettingsModel", "SettingsSync", "SyncProtocol", "DBus", "SettingsBusTesting"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -2,6 +2,7 @@
 
 public import DBus
 public import SettingsModel
+public import SyncProtocol
 
 /// Changes pulled from other machines, applied as one commit (``Changeset/remote``).
 public struct RemoteChanges: Sendable {

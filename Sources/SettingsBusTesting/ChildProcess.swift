@@ -2,6 +2,7 @@
 
 import DBus
 import Foundation
+import SettingsModel
 internal import Glibc
 
 /// A child process started with `posix_spawn`, with every signal unblocked and set to its default action.
@@ -67,43 +68,13 @@ public final class ChildProcess: Sendable {
         _ executable: String, _ arguments: [String], environment: [String: String], stdin: Int32? = nil,
         stdout: Int32? = nil, stderr: Int32? = nil
     ) throws -> ChildProcess {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        for (fd, target) in [(stdin, Int32(0)), (stdout, 1), (stderr, 2)] {
-            if let fd {
-                posix_spawn_file_actions_adddup2(&actions, fd, target)
-            } else {
-                posix_spawn_file_actions_addopen(&actions, target, "/dev/null", target == 0 ? O_RDONLY : O_WRONLY, 0)
-            }
-        }
-        // Every other descriptor is closed in the child, whether or not whoever opened it asked for close-on-exec.
-        guard let closeFrom = Self.addCloseFrom, closeFrom(&actions, 3) == 0 else {
-            throw TestProcess.Failure(
-                description: "cannot start \(executable): the C library cannot close a child's other descriptors "
-                    + "(posix_spawn_file_actions_addclosefrom_np, glibc 2.34 or newer)")
-        }
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var noSignals = sigset_t()
-        sigemptyset(&noSignals)
-        posix_spawnattr_setsigmask(&attributes, &noSignals)
-        var defaults = sigset_t()
-        sigfillset(&defaults)
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-
-        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer {
-            argv.forEach { free($0) }
-            envp.forEach { free($0) }
-        }
-        var pid: pid_t = 0
-        let result = spawnLock.withLock { _ in posix_spawn(&pid, executable, &actions, &attributes, argv, envp) }
-        guard result == 0 else {
-            throw TestProcess.Failure(description: "cannot start \(executable): \(String(cString: strerror(result)))")
+        let pid: pid_t
+        do throws(ProcessSpawn.Failure) {
+            pid = try ProcessSpawn.spawn(
+                executable, arguments, environment: environment.map { "\($0.key)=\($0.value)" },
+                descriptors: [0: stdin, 1: stdout, 2: stderr])
+        } catch {
+            throw TestProcess.Failure(description: error.description)
         }
         return ChildProcess(pid: pid)
     }
@@ -124,15 +95,6 @@ public final class ChildProcess: Sendable {
     /// How long ``waitForExit(within:)`` waits by default before it kills the child: longer than any test's
     /// own time limit.
     public static let longestWait: Duration = .seconds(300)
-
-    /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34 and newer), which Swift's Glibc module does not
-    /// import: looked up by name.
-    private static let addCloseFrom: AddCloseFrom? = {
-        guard let symbol = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np") else { return nil }
-        return unsafeBitCast(symbol, to: AddCloseFrom.self)
-    }()
-
-    private typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
 
     /// Sends a signal to the process.
     public func signal(_ number: Int32) {

@@ -4,8 +4,8 @@ import DBus
 import Foundation
 import Logging
 import PostgresNIO
-import SettingsBroker
 import SettingsModel
+import SyncProtocol
 
 /// One connection to the sync database and the statements of sync (decision 0028).
 ///
@@ -24,63 +24,12 @@ struct SyncDatabase: Sendable {
     let logger: Logger
 
     /// A pulled row.
-    struct Row: Sendable {
-        var change: SyncChange
-        var revision: Int64
-        var machineName: String
-
-        /// A row as the database stores it: the key, the value's signature and GVariant text (unread for a
-        /// tombstone; nil when the database left out a text longer than ``longestValueText``, whose length is
-        /// `size`), the clock and machine of its version.
-        ///
-        /// The database is not trusted: a clock below zero or past `newest` (the database's `now()` plus the
-        /// clock bound, the bound a push clamps to) is refused, and so is a text too long before it is read.
-        ///
-        /// - Throws: ``RowRefusal`` saying why the row cannot be applied here.
-        init(
-            key: String, type: String, value: String?, size: Int, deleted: Bool, hlc: Int64, newest: Int64,
-            machine: String, revision: Int64, machineName: String
-        ) throws(RowRefusal) {
-            guard hlc >= 0 else { throw RowRefusal("its clock \(hlc) is negative") }
-            guard hlc <= newest else {
-                throw RowRefusal(
-                    "its clock (\(hlc >> 16) ms) is ahead of the database's now() by more than the bound "
-                        + "(\(newest >> 16) ms)")
-            }
-            let path: SettingPath
-            do { path = try SettingPath(key) } catch { throw RowRefusal("its key is not a key: \(error.message)") }
-            var parsed: DBusValue?
-            if !deleted {
-                guard let value, size <= SyncDatabase.longestValueText else {
-                    throw RowRefusal(
-                        "its value's text is \(size) bytes, more than \(SyncDatabase.longestValueText) (8 times the "
-                            + "largest value, \(SettingsBusNames.maximumValueSize) bytes)")
-                }
-                let signature: DBusType
-                do { signature = try DBusType(parsing: type) } catch {
-                    throw RowRefusal("its type '\(type)' is not a D-Bus signature")
-                }
-                do { parsed = try GVariantText.parse(value, as: signature) } catch {
-                    throw RowRefusal("its value cannot be read as \(type): \(error)")
-                }
-            }
-            change = SyncChange(key: path, value: parsed, version: SyncVersion(clock: UInt64(hlc), machine: machine))
-            self.revision = revision
-            self.machineName = machineName
-        }
-    }
+    typealias Row = RemoteRow
 
     /// Why a row of the database is not applied here.
     struct RowRefusal: Error, CustomStringConvertible {
         var description: String
         init(_ description: String) { self.description = description }
-    }
-
-    /// A row pulled but not applied: what it names, and why.
-    struct RefusedRow: Sendable {
-        var key: String
-        var machineName: String
-        var reason: String
     }
 
     /// A page of a pull: the rows that can be applied, those refused, and the last revision of the page (the
@@ -412,5 +361,47 @@ struct SyncDatabase: Sendable {
             hint("")
             for try await notification in notifications { hint(notification.payload) }
         }
+    }
+}
+
+extension RemoteRow {
+    /// A row as the database stores it: the key, the value's signature and GVariant text (unread for a
+    /// tombstone; nil when the database left out a text longer than ``SyncDatabase/longestValueText``, whose length is
+    /// `size`), the clock and machine of its version.
+    ///
+    /// The database is not trusted: a clock below zero or past `newest` (the database's `now()` plus the
+    /// clock bound, the bound a push clamps to) is refused, and so is a text too long before it is read.
+    ///
+    /// - Throws: ``SyncDatabase/RowRefusal`` saying why the row cannot be applied here.
+    init(
+        key: String, type: String, value: String?, size: Int, deleted: Bool, hlc: Int64, newest: Int64,
+        machine: String, revision: Int64, machineName: String
+    ) throws(SyncDatabase.RowRefusal) {
+        guard hlc >= 0 else { throw SyncDatabase.RowRefusal("its clock \(hlc) is negative") }
+        guard hlc <= newest else {
+            throw SyncDatabase.RowRefusal(
+                "its clock (\(hlc >> 16) ms) is ahead of the database's now() by more than the bound "
+                    + "(\(newest >> 16) ms)")
+        }
+        let path: SettingPath
+        do { path = try SettingPath(key) } catch { throw SyncDatabase.RowRefusal("its key is not a key: \(error.message)") }
+        var parsed: DBusValue?
+        if !deleted {
+            guard let value, size <= SyncDatabase.longestValueText else {
+                throw SyncDatabase.RowRefusal(
+                    "its value's text is \(size) bytes, more than \(SyncDatabase.longestValueText) (8 times the "
+                        + "largest value, \(SettingsBusNames.maximumValueSize) bytes)")
+            }
+            let signature: DBusType
+            do { signature = try DBusType(parsing: type) } catch {
+                throw SyncDatabase.RowRefusal("its type '\(type)' is not a D-Bus signature")
+            }
+            do { parsed = try GVariantText.parse(value, as: signature) } catch {
+                throw SyncDatabase.RowRefusal("its value cannot be read as \(type): \(error)")
+            }
+        }
+        self.init(
+            change: SyncChange(key: path, value: parsed, version: SyncVersion(clock: UInt64(hlc), machine: machine)),
+            revision: revision, machineName: machineName)
     }
 }

@@ -1,27 +1,28 @@
 // SPDX-License-Identifier: Apache-2.0
 
-public import DBus
+import DBus
 import Foundation
 public import Logging
 import PostgresNIO
-public import SettingsBroker
 import SettingsModel
+public import SyncProtocol
 
-/// Syncs a broker's store with a PostgreSQL database shared by the user's machines (README, "Sync across
-/// machines"; decision 0028).
+/// The sync process's engine: syncs a broker's store with a PostgreSQL database shared by the user's machines
+/// (README, "Sync across machines"; decisions 0028 and 0029), through the broker's ``BrokerLink``.
 ///
 /// One task does everything, in a loop: connect, make the tables if missing, join (the first time), then push
 /// the queue and pull everything after the cursor, and wait for a hint (a local commit that queued something,
-/// a NOTIFY on a second connection) or ``SyncConfiguration/pullInterval``. A polling broker
-/// (``SyncConfiguration/pollInterval``) instead closes its connection after each push and pull, and connects
-/// again after the interval or soon after a local commit. Any failure closes the connections
-/// and the loop starts again after a growing wait with jitter, up to ``SyncConfiguration/longestRetry``.
-/// Local service never waits for it.
-public final class SyncEngine: StoreSync {
+/// which the broker signals, or a NOTIFY on a second connection) or ``SyncConfiguration/pullInterval``. A
+/// polling engine (``SyncConfiguration/pollInterval``) instead closes its connection after each push and
+/// pull, and connects again after the interval or soon after a local commit. Any failure closes the
+/// connections and the loop starts again after a growing wait with jitter, up to
+/// ``SyncConfiguration/longestRetry``. The broker decides what is applied; its local service never waits for
+/// the engine.
+public final class SyncEngine: Sendable {
     let configuration: SyncConfiguration
     let logger: Logger
     let environment: [String: String]
-    let clock: HybridLogicalClock
+    let broker: BrokerLink
     /// What `Status` reports, and what the loop needs to know across attempts.
     let state = Locked(State())
     /// Wakes the loop: a local commit queued changes, or a NOTIFY arrived.
@@ -37,36 +38,35 @@ public final class SyncEngine: StoreSync {
 
     struct State {
         var phase = "starting"
-        var queued = 0
         var lastSync: Int64?
         var cursor: Int64 = 0
+        var joined = false
+        var queued = 0
         var error: String?
         var clamped: [String] = []
-        /// Remote changes this machine refused (its store, its sync settings, or a row it cannot read), by key
-        /// as the database spells it, the latest last: `key from machine: reason`. A later remote change of the
-        /// key that is applied takes its key off.
-        var refused: [(key: String, text: String)] = []
-        var store: DurableStore?
-        /// Whether a recount of the queue for `Status` is on its way.
-        var recounting = false
     }
 
-    /// Makes the engine; nothing happens before the broker calls ``start(store:)``.
-    public init(configuration: SyncConfiguration, logger: Logger, environment: [String: String]) {
+    /// Makes the engine; nothing happens before ``start(cursor:joined:)``.
+    public init(configuration: SyncConfiguration, logger: Logger, environment: [String: String], broker: BrokerLink) {
         self.configuration = configuration
         self.logger = logger
         self.environment = environment
-        self.clock = HybridLogicalClock(offsetMilliseconds: configuration.clockOffsetMilliseconds)
+        self.broker = broker
     }
 
-    public func start(store: DurableStore) async {
-        store.enableSync(
-            SyncSettings(
-                directories: configuration.directories, machine: configuration.machineID, clock: clock,
-                queued: { [weak self] in self?.noteQueued(store) }))
-        state.withLock { $0.store = store }
-        let running = Task { await self.run(store) }
+    /// Starts syncing from `cursor`, the database's revision the broker's store has everything up to.
+    public func start(cursor: Int64, joined: Bool) {
+        state.withLock {
+            $0.cursor = cursor
+            $0.joined = joined
+        }
+        let running = Task { await self.run() }
         task.withLock { $0 = running }
+    }
+
+    /// The broker queued changes: sync soon.
+    public func wakeUp() {
+        wake.signal()
     }
 
     public func stop() async {
@@ -79,66 +79,42 @@ public final class SyncEngine: StoreSync {
         await running?.value
     }
 
-    public func status() -> [String: DBusValue] {
-        state.withLock { state in
-            var fields: [String: DBusValue] = [
-                "sync-state": .string(state.phase), "sync-queued": .uint64(UInt64(max(0, state.queued))),
-                "sync-cursor": .int64(state.cursor), "sync-machine": .string(configuration.machineName),
-                "sync-database": .string(configuration.database.description),
-            ]
-            if let lastSync = state.lastSync { fields["sync-last"] = .int64(lastSync) }
-            if let error = state.error { fields["sync-error"] = .string(error) }
+    /// Tells the broker the fields of `Status` the engine keeps (``SyncStatusField``).
+    func report() {
+        let fields = state.withLock { state in
+            var fields: [String: DBusValue] = [SyncStatusField.state: .string(state.phase)]
+            if let lastSync = state.lastSync { fields[SyncStatusField.last] = .int64(lastSync) }
+            if let error = state.error { fields[SyncStatusField.error] = .string(error) }
             if !state.clamped.isEmpty {
-                fields["sync-clamped-machines"] = .array(.string, state.clamped.map { .string($0) })
-            }
-            if !state.refused.isEmpty {
-                fields["sync-refused"] = .array(.string, state.refused.map { .string($0.text) })
+                fields[SyncStatusField.clampedMachines] = .array(.string, state.clamped.map { .string($0) })
             }
             return fields
         }
-    }
-
-    /// A commit queued changes: wake the loop (when connected), and recount the queue for `Status` (at most
-    /// one recount on its way, a fifth of a second after the first commit that asks for it).
-    private func noteQueued(_ store: DurableStore) {
-        wake.signal()
-        let start = state.withLock { state in
-            defer { state.recounting = true }
-            return !state.recounting
-        }
-        guard start else { return }
-        Task { [state] in
-            try? await Task.sleep(for: .milliseconds(200))
-            state.withLock { $0.recounting = false }
-            if let count = try? await store.queuedSyncCount() { state.withLock { $0.queued = count } }
-        }
+        broker.report(fields)
     }
 
     // MARK: - The loop
 
-    private func run(_ store: DurableStore) async {
-        if let recorded = try? await store.largestSyncClock() { clock.observe(recorded) }
-        let cursor = (try? await store.syncState("cursor")) ?? 0
-        let queued = (try? await store.queuedSyncCount()) ?? 0
-        state.withLock {
-            $0.cursor = cursor
-            $0.queued = queued
-        }
+    private func run() async {
         var failures = 0
         var silent = false
+        report()
         while !Task.isCancelled {
             do {
                 silent = false
-                try await session(store) { failures = 0 }
+                try await session { failures = 0 }
                 // Only a polling session returns: the next one comes after the interval, or a moment after a
                 // local commit queues a change.
                 if let interval = configuration.pollInterval {
                     state.withLock { $0.phase = "polling" }
+                    report()
                     await wake.wait(timeout: interval * Double.random(in: 1...1.25))
                     try await Task.sleep(for: configuration.pollSettle)
                     continue
                 }
             } catch is CancellationError {
+                break
+            } catch is ChannelClosed {
                 break
             } catch {
                 if Task.isCancelled { break }
@@ -150,16 +126,15 @@ public final class SyncEngine: StoreSync {
                     statementLimit.withLock { $0 = Self.roundTripLimit }
                 }
                 let (phase, text) = describe(error)
-                let queued = (try? await store.queuedSyncCount()) ?? 0
                 let changed = state.withLock { state in
                     defer {
                         state.phase = phase
                         state.error = text
-                        state.queued = queued
                     }
                     return state.error != text || state.phase != phase
                 }
                 if changed {
+                    report()
                     logger.warning(
                         "sync: the database cannot be used; local service goes on and sync retries on its own",
                         metadata: ["database": "\(configuration.database)", "state": "\(phase)", "error": "\(text)"])
@@ -213,6 +188,7 @@ public final class SyncEngine: StoreSync {
             return describeUnmasked(inner)
         }
         if let refused = error as? SyncRefusal { return ("error", refused.description) }
+        if let configuration = error as? SyncConfigurationError { return ("error", configuration.description) }
         if let psql = error as? PSQLError {
             if let message = psql.serverInfo?[.message] {
                 let code = psql.serverInfo?[.sqlState] ?? ""
@@ -222,11 +198,12 @@ public final class SyncEngine: StoreSync {
             }
             return ("offline", "\(psql.code)")
         }
+        if let broker = error as? DBusError { return ("error", "the broker refused: \(broker.message)") }
         return ("offline", "\(error)")
     }
 
     /// One connected session: runs until an error or cancellation.
-    private func session(_ store: DurableStore, connected: () -> Void) async throws {
+    private func session(connected: () -> Void) async throws {
         let password = try configuration.password(environment: environment)
         notePassword(password)
         let database = try await Self.connect(configuration, password: password, logger: logger)
@@ -248,28 +225,30 @@ public final class SyncEngine: StoreSync {
             } catch {}
         }
         defer { listener?.cancel() }
-        if try await store.syncState("joined") == nil {
-            try await join(store)
+        if !state.withLock({ $0.joined }) {
+            _ = try await broker.join()
+            state.withLock { $0.joined = true }
         }
         state.withLock {
             $0.phase = "connected"
             $0.error = nil
         }
+        report()
         while !Task.isCancelled {
             let woken = hinted.withLock { hinted in
                 defer { hinted = false }
                 return hinted
             }
-            if woken { try await pull(store, database) }
-            let pushed = try await push(store, database)
-            if !woken || pushed > 0 { try await pull(store, database) }
-            let queued = try await store.queuedSyncCount()
+            if woken { try await pull(database) }
+            let pushed = try await push(database)
+            if !woken || pushed > 0 { try await pull(database) }
             let now = Int64(HybridLogicalClock.wallClock() >> 16)
-            state.withLock { state in
+            let queued = state.withLock { state in
                 state.lastSync = now
-                state.queued = queued
                 state.phase = "connected"
+                return state.queued
             }
+            report()
             // A whole round went well: statements are bounded short again (a slow one had the long bound).
             statementLimit.withLock { $0 = Self.quickLimit }
             if queued > 0 { continue }
@@ -279,31 +258,18 @@ public final class SyncEngine: StoreSync {
         throw CancellationError()
     }
 
-    // MARK: - Join, push, pull
-
-    /// The first sync of this store: a copy aside for `--sync-restore`, then this machine's user values of
-    /// synced keys queued with the join's version (they win over older remote values, lose to newer ones).
-    private func join(_ store: DurableStore) async throws {
-        try await store.copyBeforeSync()
-        let settings = SyncSettings(directories: configuration.directories, machine: configuration.machineID, clock: clock)
-        let values = store.syncedUserValues(under: configuration.directories, settings: settings)
-        if !values.isEmpty {
-            let version = SyncVersion(clock: clock.tick(), machine: configuration.machineID)
-            try await store.queueForSync(values.map { SyncChange(key: $0.0, value: $0.1, version: version) })
-        }
-        try await store.setSyncState("joined", Int64(HybridLogicalClock.wallClock() >> 16))
-        logger.info(
-            "sync: joined; the store as it was is kept for --sync-restore",
-            metadata: ["copy": "\(store.beforeSyncCopyPath)", "queued": "\(values.count)"])
-    }
+    // MARK: - Push and pull
 
     /// Pushes the queue, in pieces, each in one transaction of the database; returns how many changes went.
     @discardableResult
-    private func push(_ store: DurableStore, _ database: SyncDatabase) async throws -> Int {
+    private func push(_ database: SyncDatabase) async throws -> Int {
         var count = 0
         while !Task.isCancelled {
-            let changes = try await store.queuedSyncChanges(limit: 1000)
-            guard !changes.isEmpty else { return count }
+            let changes = try await broker.take(limit: 1000)
+            guard !changes.isEmpty else {
+                state.withLock { $0.queued = 0 }
+                return count
+            }
             count += changes.count
             let pushed = try await bounded(database) { try await database.push(changes) }
             if pushed.clamped {
@@ -311,151 +277,56 @@ public final class SyncEngine: StoreSync {
                     "sync: this machine's clock is ahead of the database's by more than the bound; its versions were clamped",
                     metadata: ["bound-ms": "\(configuration.clockBoundMilliseconds)"])
             }
-            try await store.acknowledgeSyncChanges(changes, as: pushed.versions)
-            state.withLock { $0.queued = max(0, $0.queued - changes.count) }
+            let left = try await broker.acknowledge(changes, as: pushed.versions)
+            state.withLock { $0.queued = left }
         }
         return count
     }
 
-    /// Pulls everything after the cursor and applies what is newer than the local versions. The cursor moves
-    /// past the rows refused too (unreadable, out of bounds, not synced here): each is listed in `Status`.
-    private func pull(_ store: DurableStore, _ database: SyncDatabase) async throws {
+    /// Pulls everything after the cursor and hands it to the broker, which applies what is newer than its
+    /// versions. The cursor moves past the rows refused too (unreadable, out of bounds): the broker lists each
+    /// in `Status`.
+    private func pull(_ database: SyncDatabase) async throws {
         while !Task.isCancelled {
             let cursor = state.withLock { $0.cursor }
             let page = try await bounded(database) { try await database.pull(after: cursor, limit: 2000) }
             guard let last = page.last else {
                 let clamped = try await bounded(database) { try await database.clampedMachines() }
-                state.withLock { $0.clamped = clamped }
+                let changed = state.withLock { state in
+                    defer { state.clamped = clamped }
+                    return state.clamped != clamped
+                }
+                if changed { report() }
                 return
             }
-            if let first = page.refused.first {
-                logger.warning(
-                    "sync: rows of the database cannot be applied here and are skipped",
-                    metadata: [
-                        "count": "\(page.refused.count)", "key": "\(first.key)", "machine": "\(first.machineName)",
-                        "error": "\(first.reason)",
-                    ])
-                for row in page.refused { noteRefused(key: row.key, machine: row.machineName, reason: row.reason) }
+            var refused = page.refused
+            for (rows, upTo) in Self.batches(of: page.rows, last: last) {
+                try await broker.apply(rows, refused: refused, upTo: upTo)
+                refused = []
             }
-            try await apply(page.rows, upTo: last, store)
             state.withLock { $0.cursor = last }
         }
     }
 
-    /// Why this machine does not take a remote change of `key`, nil when it does: it takes exactly what it
-    /// would push itself (a key under its synced directories, neither secret nor machine-local here).
-    func notSyncedHere(_ key: SettingPath, _ store: DurableStore) -> String? {
-        guard configuration.directories.contains(where: { $0.contains(key) }) else {
-            return "the key is outside the directories this machine syncs"
-        }
-        guard let schema = store.registeredSchema(of: key) else { return nil }
-        if schema.isSecret { return "the key is secret on this machine, which never syncs it" }
-        if schema.isMachineLocal { return "the key is machine-local on this machine, which never syncs it" }
-        return nil
-    }
-
-    /// Applies pulled rows: one commit per run of rows from one machine, each moving the cursor.
-    ///
-    /// The order matters: the clock observes the rows first, so that any local commit validated after
-    /// `checked` has a newer version than theirs; the store's commits up to `checked` have their versions in
-    /// `local`; a key written after `checked` is left alone by the commit itself (``RemoteChanges/checkedSerial``).
-    private func apply(_ rows: [SyncDatabase.Row], upTo last: Int64, _ store: DurableStore) async throws {
-        let rows = rows.filter { row in
-            guard let reason = notSyncedHere(row.change.key, store) else { return true }
-            noteRefused(key: row.change.key.rawValue, machine: row.machineName, reason: reason, log: true)
-            return false
-        }
-        if let newest = rows.map(\.change.version.clock).max() { clock.observe(newest) }
-        let checked = store.serial
-        let local = try await store.syncVersions(of: rows.map(\.change.key))
-        // The newest row of each key (a key appears once per pull, but be sure).
-        var newer: [SyncDatabase.Row] = []
-        var seen: Set<SettingPath> = []
-        for row in rows.reversed() where seen.insert(row.change.key).inserted {
-            if let mine = local[row.change.key], !(mine < row.change.version) { continue }
-            newer.append(row)
-        }
-        newer.sort { $0.revision < $1.revision }
-        var start = 0
-        while start < newer.count {
-            var end = start + 1
-            while end < newer.count && newer[end].machineName == newer[start].machineName { end += 1 }
-            let run = Array(newer[start..<end])
-            try await commit(run, cursor: end == newer.count ? last : run.last!.revision, checked: checked, store)
-            start = end
-        }
-        // Also when the last commit had nothing left to write (its keys were all written here meanwhile) or
-        // its last change was refused.
-        try await store.setSyncState("cursor", last)
-    }
-
-    /// Commits a run of remote changes as one changeset; when the store refuses it (a value its schema
-    /// refuses, a locked key), commits them one by one and skips the refused ones, with a log line each (the
-    /// cursor then moves with the last change committed, and ``apply(_:upTo:_:)`` sets it past the run).
-    private func commit(
-        _ run: [SyncDatabase.Row], cursor: Int64, checked: UInt64, _ store: DurableStore
-    ) async throws {
-        let origin = DurableStore.syncOrigin(machineName: run[0].machineName)
-        func changeset(_ rows: ArraySlice<SyncDatabase.Row>, cursor: Int64?) -> Changeset {
-            var changeset = Changeset(origin: origin)
-            for row in rows {
-                if let value = row.change.value {
-                    changeset.sets.append((row.change.key, value))
-                } else {
-                    changeset.resets.append(.key(row.change.key))
-                }
-            }
-            changeset.remote = RemoteChanges(
-                versions: Dictionary(rows.map { ($0.change.key, $0.change.version) }, uniquingKeysWith: { a, _ in a }),
-                cursor: cursor, checkedSerial: checked)
-            return changeset
-        }
-        do {
-            _ = try await store.apply(changeset(run[...], cursor: cursor))
-            noteApplied(run.map(\.change.key))
-        } catch {
-            guard error.code != .storeFailure else { throw error }
-            for index in run.indices {
-                do {
-                    _ = try await store.apply(changeset(run[index...index], cursor: index == run.count - 1 ? cursor : nil))
-                    noteApplied([run[index].change.key])
-                } catch {
-                    guard error.code != .storeFailure else { throw error }
-                    noteRefused(
-                        key: run[index].change.key.rawValue, machine: run[index].machineName, reason: error.message,
-                        log: true)
-                }
+    /// A page's rows in batches of about ``SyncCall/batchBytes`` of values, each ending with a whole
+    /// revision (the cursor never stops inside one), with the revision each moves the cursor to: the last
+    /// batch moves it to `last`, past any refused rows after it. A page without rows is one empty batch.
+    static func batches(of rows: [RemoteRow], last: Int64) -> [(rows: [RemoteRow], upTo: Int64)] {
+        var batches: [(rows: [RemoteRow], upTo: Int64)] = []
+        var batch: [RemoteRow] = []
+        var bytes = 0
+        for (index, row) in rows.enumerated() {
+            batch.append(row)
+            bytes += row.change.key.rawValue.utf8.count + (row.change.value?.approximateSize ?? 0)
+            let revisionEnds = index == rows.count - 1 || rows[index + 1].revision != row.revision
+            if bytes >= SyncCall.batchBytes && revisionEnds && index < rows.count - 1 {
+                batches.append((batch, row.revision))
+                batch = []
+                bytes = 0
             }
         }
-    }
-
-    /// The most refused changes `Status` lists.
-    static let refusedShown = 20
-
-    /// A remote change this machine refused: listed by `Status` (`sync-refused`, at most ``refusedShown``, the
-    /// latest) until a later change of the key is applied; logged when `log` (a page of refused rows is logged
-    /// once, by its caller).
-    private func noteRefused(key: String, machine: String, reason: String, log: Bool = false) {
-        if log {
-            logger.warning(
-                "sync: a remote change is refused by this machine and not applied",
-                metadata: ["key": "\(key)", "machine": "\(machine)", "error": "\(reason)"])
-        }
-        let text = "\(key) from \(machine): \(reason)"
-        state.withLock { state in
-            state.refused.removeAll { $0.key == key }
-            state.refused.append((key, text))
-            if state.refused.count > Self.refusedShown { state.refused.removeFirst(state.refused.count - Self.refusedShown) }
-        }
-    }
-
-    /// Remote changes applied: a refusal of their keys is over.
-    private func noteApplied(_ keys: [SettingPath]) {
-        state.withLock { state in
-            guard !state.refused.isEmpty else { return }
-            let applied = Set(keys.map(\.rawValue))
-            state.refused.removeAll { applied.contains($0.key) }
-        }
+        batches.append((batch, last))
+        return batches
     }
 }
 

@@ -7,8 +7,8 @@ import Glibc
 import Logging
 import SettingsBroker
 import SettingsModel
-import SettingsSync
 import ServiceLifecycle
+import SyncProtocol
 import UnixSignals
 
 /// `settings-broker`: owns the settings store of a user session and serves it on D-Bus.
@@ -161,6 +161,22 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Milliseconds added to this machine's clock in sync (tests).", visibility: .hidden))
     var syncClockOffset: Int64 = 0
 
+    @Option(
+        help: ArgumentHelp(
+            """
+            The sync process's program, which the broker starts with sync on (default: settings-sync beside \
+            settings-broker). It alone talks to the database, in a sandbox; the broker decides what is applied.
+            """, valueName: "path"))
+    var syncProcess: String?
+
+    @Option(
+        help: ArgumentHelp(
+            """
+            Reach the sync process at this unix socket instead of starting it: its own unit starts it, with the \
+            network this broker's unit does not have (settings-sync.socket, at %t/settingsbus/sync.socket).
+            """, valueName: "path"))
+    var syncSocket: String?
+
     @Flag(
         help: """
             Put back the store as it was before sync was first turned on (<store>.before-sync), moving the \
@@ -290,8 +306,11 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
             logger.info(
                 "sync is on", metadata: ["database": "\(sync.database)", "directories": "\(sync.directories.map(\.rawValue))",
                                          "machine": "\(sync.machineName)"])
-            configuration.sync = SyncEngine(
-                configuration: sync, logger: logger, environment: ProcessInfo.processInfo.environment)
+            let process: SyncProcess =
+                if let syncSocket { .connect(socket: syncSocket) } else {
+                    .start(executable: syncProcess ?? SyncProcess.besideThisExecutable())
+                }
+            configuration.sync = SyncLink(configuration: sync, process: process, logger: logger)
         }
         configuration.history = HistoryLimits(
             commits: historyLimit, ageSeconds: Self.seconds(historyAge) ?? 0,
@@ -316,8 +335,10 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
     /// The sync configuration of the options; nil when sync is off (no --sync-url).
     func syncConfiguration() throws -> SyncConfiguration? {
         guard let syncUrl else {
-            guard syncDirectories.isEmpty, syncPasswordFile == nil, syncPoll == nil else {
-                throw ValidationError("--sync-dir, --sync-password-file and --sync-poll need --sync-url")
+            guard syncDirectories.isEmpty, syncPasswordFile == nil, syncPoll == nil, syncProcess == nil, syncSocket == nil
+            else {
+                throw ValidationError(
+                    "--sync-dir, --sync-password-file, --sync-poll, --sync-process and --sync-socket need --sync-url")
             }
             return nil
         }
@@ -326,6 +347,9 @@ struct SettingsBrokerCommand: AsyncParsableCommand {
             address = try DatabaseAddress(url: syncUrl)
         } catch {
             throw ValidationError(error.description)
+        }
+        guard syncProcess == nil || syncSocket == nil else {
+            throw ValidationError("--sync-process starts the sync process and --sync-socket reaches one started elsewhere: give one")
         }
         guard !syncDirectories.isEmpty else {
             throw ValidationError("--sync-url needs at least one --sync-dir: nothing syncs until you name a directory")

@@ -5,6 +5,7 @@ import Foundation
 @testable import SettingsBroker
 import SettingsBusTesting
 import SettingsModel
+import SyncProtocol
 import Testing
 
 /// The store's side of sync: with sync on, a commit queues the writes of synced keys in the same transaction,

@@ -7,6 +7,7 @@ import SettingsBus
 import SettingsBusTesting
 import SettingsModel
 @testable import SettingsSync
+import SyncProtocol
 import Testing
 
 /// The database is a boundary a broker does not trust: rows written by hand or by a broken machine, and
@@ -285,7 +286,7 @@ struct SyncNetworkCutTests {
             configuration: SyncConfiguration(
                 database: address, passwordFile: nil, directories: [try SettingDirectory("/sync/")], machineID: "m",
                 machineName: "m"),
-            logger: .init(label: "test"), environment: [:])
+            logger: .init(label: "test"), environment: [:], broker: BrokerLink(channel: try unusedChannel()))
         engine.notePassword("PW-secret")
         struct Echo: Error, CustomStringConvertible {
             var description: String { "could not connect with password PW-secret to postgres://me:PW-secret@db" }
@@ -293,6 +294,14 @@ struct SyncNetworkCutTests {
         let (_, text) = engine.describe(Echo())
         #expect(!text.contains("PW-secret"), "\(text)")
     }
+}
+
+/// One end of a socket pair whose other end is closed: a channel for an engine whose broker is not called.
+func unusedChannel() throws -> MessageChannel {
+    var pair: [Int32] = [-1, -1]
+    guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0 else { throw POSIXError(.EMFILE) }
+    close(pair[1])
+    return MessageChannel(descriptor: pair[0], label: "test")
 }
 
 /// Writes a row into the database by hand, as a push would (the scope's revision bumped) but with the clock

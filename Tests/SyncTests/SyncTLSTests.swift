@@ -2,7 +2,8 @@
 
 import Foundation
 import SettingsBusTesting
-import SettingsSync
+@testable import SettingsSync
+import SyncProtocol
 import Testing
 
 /// Sync over TLS with the server's certificate checked (`sslmode=verify-full`, `verify-ca`), against the
@@ -109,11 +110,17 @@ struct SyncURLTLSTests {
             (missing, "cannot read the sslrootcert file \(missing)"),
             (folder.path, "cannot read the sslrootcert file \(folder.path)"),
             (garbage.path, "the sslrootcert file \(garbage.path) holds no certificate"),
-            (broken.path, "the sslrootcert file \(broken.path) is not a PEM file of certificates"),
         ] {
             let error = #expect(throws: SyncConfigurationError.self) { _ = try DatabaseAddress(url: base + path) }
             #expect(error?.description.contains(says) == true, "\(String(describing: error))")
         }
+        // A file with a certificate's header whose certificate cannot be parsed: the broker takes the URL (it
+        // parses no certificate), and the sync process says it when it reads the file to connect.
+        _ = try DatabaseAddress(url: base + broken.path)
+        let unparsed = #expect(throws: SyncConfigurationError.self) { _ = try SyncDatabase.trustedRoots(broken.path) }
+        #expect(
+            unparsed?.description.contains("the sslrootcert file \(broken.path) is not a PEM file of certificates") == true,
+            "\(String(describing: unparsed))")
         let withoutTLS = #expect(throws: SyncConfigurationError.self) {
             _ = try DatabaseAddress(url: "postgres://me@db.example/settings?sslrootcert=\(garbage.path)")
         }

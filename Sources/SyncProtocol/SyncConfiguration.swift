@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
 
-import Foundation
 public import SettingsModel
 
 /// How a broker syncs: the database, the machine, the directories (README, "Sync across machines").
@@ -48,51 +47,9 @@ public struct SyncConfiguration: Sendable {
 
     /// The machine id of `/etc/machine-id`, nil when it cannot be read.
     public static func systemMachineID() -> String? {
-        guard let data = FileManager.default.contents(atPath: "/etc/machine-id") else { return nil }
-        let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        return text.isEmpty ? nil : text
-    }
-
-    /// The password: the first line of ``passwordFile``, else the matching line of `PGPASSFILE` (or
-    /// `~/.pgpass`); nil when there is none.
-    ///
-    /// - Throws: ``SyncConfigurationError`` when the password file cannot be read.
-    public func password(environment: [String: String]) throws(SyncConfigurationError) -> String? {
-        if let passwordFile {
-            guard let data = FileManager.default.contents(atPath: passwordFile) else {
-                throw SyncConfigurationError("cannot read the password file \(passwordFile)")
-            }
-            let text = String(decoding: data, as: UTF8.self)
-            return String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
-        }
-        let file = environment["PGPASSFILE"] ?? environment["HOME"].map { $0 + "/.pgpass" }
-        guard let file, let data = FileManager.default.contents(atPath: file) else { return nil }
-        return Self.pgpassPassword(String(decoding: data, as: UTF8.self), for: database)
-    }
-
-    /// The password of the first line of a `.pgpass` file (`host:port:database:user:password`, `*` matching
-    /// anything, `\:` and `\\` escaped) that matches the address.
-    static func pgpassPassword(_ text: String, for address: DatabaseAddress) -> String? {
-        for line in text.split(separator: "\n") where !line.hasPrefix("#") {
-            var fields: [String] = [""]
-            var escaped = false
-            for character in line {
-                if escaped {
-                    fields[fields.count - 1].append(character)
-                    escaped = false
-                } else if character == "\\" {
-                    escaped = true
-                } else if character == ":" && fields.count < 5 {
-                    fields.append("")
-                } else {
-                    fields[fields.count - 1].append(character)
-                }
-            }
-            guard fields.count == 5 else { continue }
-            let wanted = [address.host ?? "localhost", "\(address.port)", address.database, address.user]
-            if zip(fields.prefix(4), wanted).allSatisfy({ $0 == "*" || $0 == $1 }) { return fields[4] }
-        }
-        return nil
+        guard let text = try? BoundedFile.read("/etc/machine-id", limit: 4096) else { return nil }
+        let id = text.split(whereSeparator: { $0.isWhitespace }).first.map(String.init) ?? ""
+        return id.isEmpty ? nil : id
     }
 }
 
@@ -101,7 +58,8 @@ public struct SyncConfigurationError: Error, CustomStringConvertible, Sendable {
     /// What is wrong, for people.
     public var description: String
 
-    init(_ description: String) { self.description = description }
+    /// Makes an error.
+    public init(_ description: String) { self.description = description }
 }
 
 /// Where the database is: a libpq-style URL, `postgres://user@host:port/database?sslmode=require`.
@@ -128,6 +86,21 @@ public struct DatabaseAddress: Sendable, Hashable, CustomStringConvertible {
     public var sslMode: String
     /// The PEM file of the certificate authorities trusted instead of the system's (`sslrootcert`), if any.
     public var rootCertificateFile: String?
+
+    /// Makes an address of its parts, as a URL read by ``init(url:)`` has them (the sync process is given
+    /// them by the broker, which read the URL).
+    public init(
+        host: String?, socketFolder: String?, port: Int, user: String, database: String, sslMode: String,
+        rootCertificateFile: String?
+    ) {
+        self.host = host
+        self.socketFolder = socketFolder
+        self.port = port
+        self.user = user
+        self.database = database
+        self.sslMode = sslMode
+        self.rootCertificateFile = rootCertificateFile
+    }
 
     /// Reads a URL.
     ///
@@ -207,8 +180,9 @@ public struct DatabaseAddress: Sendable, Hashable, CustomStringConvertible {
                 throw SyncConfigurationError(
                     "--sync-url: sslrootcert=\(rootCertificateFile) needs TLS: add sslmode=verify-full (or verify-ca)")
             }
-            // Read now, so that a file that cannot be used is said at start; the connection reads it again.
-            _ = try SyncDatabase.trustedRoots(rootCertificateFile)
+            // Read now, so that a file that cannot be used is said at start; the sync process parses it
+            // (SyncDatabase.trustedRoots) when it connects, and says there what it cannot parse.
+            try Self.checkAuthorityFile(rootCertificateFile)
             if sslMode == "require" { sslMode = "verify-ca" }
         }
     }
@@ -216,7 +190,7 @@ public struct DatabaseAddress: Sendable, Hashable, CustomStringConvertible {
     /// The scheme of a URL as an error may show it (`postgress://`), nil when the text before `://` is not a
     /// scheme (letters, digits, `+`, `-`, `.`) or there is none: nothing else of the URL is ever shown.
     static func schemeShown(_ url: String) -> String? {
-        guard let end = url.range(of: "://"), end.lowerBound > url.startIndex else { return nil }
+        guard let end = url.firstRange(of: "://"), end.lowerBound > url.startIndex else { return nil }
         let scheme = url[..<end.lowerBound]
         guard scheme.count <= 20, scheme.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "+-.".contains($0)) })
         else { return nil }
@@ -226,8 +200,45 @@ public struct DatabaseAddress: Sendable, Hashable, CustomStringConvertible {
     /// The values `sslmode` may take.
     static let sslModes = ["disable", "require", "verify-ca", "verify-full"]
 
-    private static func decode(_ text: Substring) -> String {
-        String(text).removingPercentEncoding ?? String(text)
+    /// A file of certificate authorities as far as it can be checked without parsing certificates: it can
+    /// be read, and holds a PEM certificate's header.
+    static func checkAuthorityFile(_ file: String) throws(SyncConfigurationError) {
+        let text: String
+        do { text = try BoundedFile.read(file, limit: 4 << 20) } catch {
+            throw SyncConfigurationError("--sync-url: cannot read the sslrootcert file \(file)")
+        }
+        guard text.contains("CERTIFICATE-----") else {
+            throw SyncConfigurationError(
+                "--sync-url: the sslrootcert file \(file) holds no certificate (-----BEGIN CERTIFICATE-----)")
+        }
+    }
+
+    /// The text with its percent escapes (`%2F`) decoded; the text itself when an escape is not two hex
+    /// digits or the bytes are not UTF-8.
+    static func decode(_ text: Substring) -> String {
+        var bytes: [UInt8] = []
+        var utf8 = Array(text.utf8)[...]
+        while let byte = utf8.popFirst() {
+            guard byte == UInt8(ascii: "%") else {
+                bytes.append(byte)
+                continue
+            }
+            guard utf8.count >= 2, let high = hexDigit(utf8[utf8.startIndex]),
+                let low = hexDigit(utf8[utf8.startIndex + 1])
+            else { return String(text) }
+            bytes.append(high << 4 | low)
+            utf8 = utf8.dropFirst(2)
+        }
+        return String(validating: bytes, as: UTF8.self) ?? String(text)
+    }
+
+    private static func hexDigit(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
     }
 
     /// The URL as it can be logged (it never holds a password).

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 import Glibc
-import Logging
+public import Logging
 
 /// A log handler that writes one line per message to standard error, with the message's metadata as
 /// `key=value` after it.
@@ -11,27 +11,28 @@ import Logging
 /// a pipe) the line reads `settings-broker: warning: …` instead (`settings-broker: …` for info and notice).
 /// systemd says which stream is the journal's in `JOURNAL_STREAM` (`device:inode`, systemd.exec(5)): a
 /// variable inherited by a process whose standard error went elsewhere names another file, and is ignored.
-struct JournalLogHandler: LogHandler {
+public struct JournalLogHandler: LogHandler {
     let label: String
-    var logLevel: Logger.Level
-    var metadata: Logger.Metadata = [:]
+    public var logLevel: Logger.Level
+    public var metadata: Logger.Metadata = [:]
     /// Whether lines carry the journal's priority prefix.
     let journal: Bool
 
-    init(label: String, level: Logger.Level, journal: Bool) {
+    /// Makes a handler; `label` starts each line that does not go to the journal.
+    public init(label: String, level: Logger.Level, journal: Bool) {
         self.label = label
         self.logLevel = level
         self.journal = journal
     }
 
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
         set { metadata[key] = newValue }
     }
 
     /// Whether standard error is the journal's stream: `JOURNAL_STREAM` holds the `device:inode` of the
     /// file that `fstat(2)` gives for it.
-    static func standardErrorIsJournal() -> Bool {
+    public static func standardErrorIsJournal() -> Bool {
         guard let value = getenv("JOURNAL_STREAM") else { return false }
         let parts = String(cString: value).split(separator: ":", omittingEmptySubsequences: false)
         guard parts.count == 2, let device = UInt64(parts[0]), let inode = UInt64(parts[1]) else { return false }
@@ -40,7 +41,7 @@ struct JournalLogHandler: LogHandler {
         return UInt64(status.st_dev) == device && UInt64(status.st_ino) == inode
     }
 
-    func log(event: LogEvent) {
+    public func log(event: LogEvent) {
         var line: String
         if journal {
             let priority: Int
@@ -55,8 +56,8 @@ struct JournalLogHandler: LogHandler {
             line = "<\(priority)>"
         } else {
             switch event.level {
-            case .info, .notice: line = "settings-broker: "
-            default: line = "settings-broker: \(event.level.rawValue): "
+            case .info, .notice: line = "\(label): "
+            default: line = "\(label): \(event.level.rawValue): "
             }
         }
         // One line per event: a line break in a message would start a line without its prefix.

@@ -1,0 +1,22 @@
+// SPDX-License-Identifier: Apache-2.0
+// Landlock for the sync process (settings-sync): the system calls Swift cannot make (syscall is variadic).
+#ifndef SETTINGSBUS_SANDBOX_H
+#define SETTINGSBUS_SANDBOX_H
+
+/// The Landlock ABI version the kernel offers: 1 or more, or 0 when Landlock is not available (a kernel
+/// before 5.13, or Landlock not enabled).
+int settingsbus_landlock_abi(void);
+
+/// Restricts this process and its future children, for good: files and folders may only be read, and only
+/// beneath `paths` (a path that does not exist is skipped); nothing may be written, made, removed or
+/// renamed anywhere. With ABI 4 or newer, TCP connections go only to the `port_count` ports in `ports`, and
+/// no TCP port may be bound. Sets no_new_privs first.
+///
+/// Returns 0, or a negative errno (-ENOSYS when Landlock is not available, nothing then being restricted).
+int settingsbus_landlock_restrict(const char *const *paths, int path_count, const unsigned short *ports,
+                                  int port_count);
+
+/// Accepts a connection on a listening socket, close-on-exec (accept4). Returns the descriptor, or -errno.
+int settingsbus_accept(int socket);
+
+#endif

@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: Apache-2.0
+#define _GNU_SOURCE
+#include "settingsbus_sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/landlock.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+// The parts of the Landlock ABI that headers older than the kernel may lack (Debian 12's stop at ABI 2).
+#define SB_FS_TRUNCATE (1ULL << 14)
+#define SB_FS_IOCTL_DEV (1ULL << 15)
+#define SB_NET_BIND_TCP (1ULL << 0)
+#define SB_NET_CONNECT_TCP (1ULL << 1)
+#define SB_RULE_NET_PORT 2
+
+struct sb_ruleset_attr {
+    uint64_t handled_access_fs;
+    uint64_t handled_access_net;
+};
+
+struct sb_net_port_attr {
+    uint64_t allowed_access;
+    uint64_t port;
+};
+
+int settingsbus_landlock_abi(void) {
+    long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+    return abi < 0 ? 0 : (int)abi;
+}
+
+int settingsbus_landlock_restrict(const char *const *paths, int path_count, const unsigned short *ports,
+                                  int port_count) {
+    int abi = settingsbus_landlock_abi();
+    if (abi < 1) return -ENOSYS;
+    // Every right the kernel knows of is handled, so that none is left allowed by default.
+    uint64_t fs = (1ULL << 13) - 1;  // ABI 1: EXECUTE through MAKE_SYM
+    if (abi >= 2) fs |= LANDLOCK_ACCESS_FS_REFER;
+    if (abi >= 3) fs |= SB_FS_TRUNCATE;
+    if (abi >= 5) fs |= SB_FS_IOCTL_DEV;
+    struct sb_ruleset_attr attr = {.handled_access_fs = fs, .handled_access_net = 0};
+    size_t size = sizeof(uint64_t);
+    if (abi >= 4) {
+        attr.handled_access_net = SB_NET_BIND_TCP | SB_NET_CONNECT_TCP;
+        size = sizeof(attr);
+    }
+    int ruleset = (int)syscall(SYS_landlock_create_ruleset, &attr, size, 0);
+    if (ruleset < 0) return -errno;
+    int result = 0;
+    const uint64_t file_read = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_EXECUTE;
+    const uint64_t folder_read = file_read | LANDLOCK_ACCESS_FS_READ_DIR;
+    for (int i = 0; i < path_count && result == 0; i++) {
+        int fd = open(paths[i], O_PATH | O_CLOEXEC);
+        if (fd < 0) continue;
+        struct stat info;
+        if (fstat(fd, &info) == 0) {
+            struct landlock_path_beneath_attr rule = {
+                .allowed_access = S_ISDIR(info.st_mode) ? folder_read : file_read,
+                .parent_fd = fd,
+            };
+            if (syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &rule, 0) != 0) result = -errno;
+        }
+        close(fd);
+    }
+    for (int i = 0; abi >= 4 && i < port_count && result == 0; i++) {
+        struct sb_net_port_attr rule = {.allowed_access = SB_NET_CONNECT_TCP, .port = ports[i]};
+        if (syscall(SYS_landlock_add_rule, ruleset, SB_RULE_NET_PORT, &rule, 0) != 0) result = -errno;
+    }
+    if (result == 0 && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) result = -errno;
+    if (result == 0 && syscall(SYS_landlock_restrict_self, ruleset, 0) != 0) result = -errno;
+    close(ruleset);
+    return result;
+}
+
+int settingsbus_accept(int socket) {
+    int descriptor;
+    do {
+        descriptor = accept4(socket, NULL, NULL, SOCK_CLOEXEC);
+    } while (descriptor < 0 && errno == EINTR);
+    return descriptor < 0 ? -errno : descriptor;
+}

@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import DBus
+public import SyncProtocol
+import SettingsModel
+
+/// The sync process's side of the channel to its broker (``SyncCall``): typed calls, and the broker's
+/// `Wake` signals.
+public struct BrokerLink: Sendable {
+    /// The channel to the broker.
+    public let channel: MessageChannel
+
+    /// Takes the channel to the broker.
+    public init(channel: MessageChannel) {
+        self.channel = channel
+    }
+
+    /// What the broker says at the start: the configuration, the store's cursor, and whether it joined.
+    public struct Greeting: Sendable {
+        public var configuration: SyncConfiguration
+        public var cursor: Int64
+        public var joined: Bool
+    }
+
+    /// Greets the broker, which answers with the configuration and the store's state of sync.
+    ///
+    /// - Throws: ``DBusError`` when the broker refuses (another version of the protocol), ``ChannelClosed``,
+    ///   ``SyncConfigurationError`` when the configuration cannot be read.
+    public func hello() async throws -> Greeting {
+        let reply = try await channel.call(SyncCall.hello, [.uint32(SyncCall.version)])
+        guard reply.count == 3, case .int64(let cursor) = reply[1], case .boolean(let joined) = reply[2] else {
+            throw SyncCall.badArguments(SyncCall.hello, "the broker's reply is not (a{sv}xb)")
+        }
+        return Greeting(configuration: try SyncConfiguration(channelValue: reply[0]), cursor: cursor, joined: joined)
+    }
+
+    /// Asks the broker to join: it copies its store aside and queues its values of synced keys.
+    func join() async throws -> Int {
+        let reply = try await channel.call(SyncCall.join)
+        guard reply.count == 1, case .uint32(let count) = reply[0] else { throw SyncCall.badArguments(SyncCall.join, "the reply is not (u)") }
+        return Int(count)
+    }
+
+    /// The oldest queued changes, at most `limit`.
+    func take(limit: Int) async throws -> [SyncChange] {
+        let reply = try await channel.call(SyncCall.take, [.uint32(UInt32(clamping: limit))])
+        guard reply.count == 1, case .array(_, let changes) = reply[0] else {
+            throw SyncCall.badArguments(SyncCall.take, "the reply is not (a(savts))")
+        }
+        return try changes.map { value throws(SettingsError) in try SyncChange(channelValue: value) }
+    }
+
+    /// Tells the broker the database took `pushed`, with the versions it gave them; returns how many
+    /// changes are left in the queue.
+    func acknowledge(_ pushed: [SyncChange], as versions: [SyncVersion]) async throws -> Int {
+        let reply = try await channel.call(
+            SyncCall.acknowledge,
+            [
+                .array(SyncChange.channelType, pushed.map(\.channelValue)),
+                .array(.structure([.uint64, .string]), versions.map { .structure([.uint64($0.clock), .string($0.machine)]) }),
+            ])
+        guard reply.count == 1, case .int64(let left) = reply[0] else {
+            throw SyncCall.badArguments(SyncCall.acknowledge, "the reply is not (x)")
+        }
+        return Int(max(0, left))
+    }
+
+    /// Hands pulled rows to the broker, with those this process cannot read, and the revision the cursor
+    /// moves to once they are applied.
+    func apply(_ rows: [RemoteRow], refused: [RefusedRow], upTo last: Int64) async throws {
+        _ = try await channel.call(
+            SyncCall.apply,
+            [
+                .array(RemoteRow.channelType, rows.map(\.channelValue)),
+                .array(RefusedRow.channelType, refused.map(\.channelValue)), .int64(last),
+            ])
+    }
+
+    /// Tells the broker the fields of `Status` the sync process keeps.
+    func report(_ fields: [String: DBusValue]) {
+        var message = DBusMessage.methodCall(
+            destination: nil, path: MessageChannel.path, interface: nil, member: SyncCall.report,
+            body: [
+                .dictionary(
+                    key: .string, value: .variant,
+                    fields.sorted { $0.key < $1.key }.map { DBusDictEntry(key: .string($0.key), value: .variant($0.value)) })
+            ])
+        message.noReplyExpected = true
+        _ = try? channel.send(message)
+    }
+}
