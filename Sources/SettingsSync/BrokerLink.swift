@@ -2,6 +2,7 @@
 
 import DBus
 public import SyncProtocol
+import Glibc
 import SettingsModel
 
 /// The sync process's side of the channel to its broker (``SyncCall``): typed calls, and the broker's
@@ -22,12 +23,48 @@ public struct BrokerLink: Sendable {
         public var joined: Bool
     }
 
-    /// Greets the broker, which answers with the configuration and the store's state of sync.
+    /// Greets the broker on the channel's socket, with blocking calls, before the channel is made (and before
+    /// this process has any other thread): the broker answers with the configuration and the store's state of
+    /// sync.
     ///
-    /// - Throws: ``DBusError`` when the broker refuses (another version of the protocol), ``ChannelClosed``,
-    ///   ``SyncConfigurationError`` when the configuration cannot be read.
-    public func hello() async throws -> Greeting {
-        let reply = try await channel.call(SyncCall.hello, [.uint32(SyncCall.version)])
+    /// - Throws: ``DBusError`` when the broker refuses (another version of the protocol), ``ChannelClosed``
+    ///   when it closes the socket, ``SyncConfigurationError`` when the configuration cannot be read.
+    public static func greet(_ descriptor: Int32) throws -> Greeting {
+        var call = DBusMessage.methodCall(
+            destination: nil, path: MessageChannel.path, interface: nil, member: SyncCall.hello,
+            body: [.uint32(SyncCall.version)])
+        call.serial = 1
+        let bytes = try call.marshalled()
+        var sent = 0
+        while sent < bytes.count {
+            let count = bytes[sent...].withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { throw ChannelClosed(reason: "the broker's socket cannot be written") }
+            sent += count
+        }
+        var received: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while received.count < 16 || received.count < (MessageChannel.messageLength(received) ?? 0) {
+            if received.count >= 16 {
+                guard let length = MessageChannel.messageLength(received), length <= MessageChannel.maximumMessage else {
+                    throw ChannelClosed(reason: "the broker sent bytes that are not a D-Bus message")
+                }
+            }
+            let count = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { throw ChannelClosed(reason: "the broker closed the channel") }
+            received += chunk[..<count]
+        }
+        let length = MessageChannel.messageLength(received) ?? received.count
+        guard received.count == length else { throw ChannelClosed(reason: "the broker sent more than its greeting") }
+        let reply = try DBusMessage(marshalled: received)
+        guard reply.replySerial == 1 else { throw ChannelClosed(reason: "the broker did not answer Hello") }
+        if reply.kind == .error { throw DBusError(reply.errorName ?? .failed, reply.errorMessage) }
+        return try greeting(reply.body)
+    }
+
+    /// Reads the broker's reply to `Hello`.
+    static func greeting(_ reply: [DBusValue]) throws -> Greeting {
         guard reply.count == 3, case .int64(let cursor) = reply[1], case .boolean(let joined) = reply[2] else {
             throw SyncCall.badArguments(SyncCall.hello, "the broker's reply is not (a{sv}xb)")
         }

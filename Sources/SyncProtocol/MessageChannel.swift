@@ -233,7 +233,7 @@ public final class MessageChannel: Sendable {
 
     /// The whole length of the message whose fixed header starts `bytes`: the header, its fields padded to 8,
     /// and the body; nil when the bytes do not start a message of either byte order.
-    static func messageLength(_ bytes: [UInt8]) -> Int? {
+    public static func messageLength(_ bytes: [UInt8]) -> Int? {
         let little: Bool
         switch bytes[0] {
         case UInt8(ascii: "l"): little = true
@@ -288,4 +288,7 @@ public struct ChannelClosed: Error, Sendable, CustomStringConvertible {
     /// Why it closed, for people.
     public var reason: String
     public var description: String { reason }
+
+    /// Makes the error.
+    public init(reason: String) { self.reason = reason }
 }

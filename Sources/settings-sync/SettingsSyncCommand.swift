@@ -3,6 +3,7 @@
 import ArgumentParser
 import CSandbox
 import DBus
+import Dispatch
 import Foundation
 import Logging
 import SettingsModel
@@ -12,7 +13,7 @@ import SyncProtocol
 /// `settings-sync`: the sync process of a settings broker. It holds the connection to the sync database and
 /// nothing of the store: the broker starts it, or its socket unit does, and it serves that one broker.
 @main
-struct SettingsSyncCommand: AsyncParsableCommand {
+struct SettingsSyncCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "settings-sync",
         abstract: "Sync a SettingsBus broker's store with a PostgreSQL database, for that broker.",
@@ -53,7 +54,10 @@ struct SettingsSyncCommand: AsyncParsableCommand {
         if checkSandbox == nil, !files.isEmpty { throw ValidationError("files to read are given with --check-sandbox") }
     }
 
-    func run() async throws {
+    /// Runs on the main thread alone until the sandbox is on: Landlock and no_new_privs hold for the thread
+    /// that asks and the threads it starts afterwards, so the greeting is read with blocking calls and the
+    /// engine's tasks, dispatch queues and NIO's threads all start after it.
+    func run() throws {
         let level = Logger.Level(rawValue: logLevel) ?? .info
         let journal = JournalLogHandler.standardErrorIsJournal()
         LoggingSystem.bootstrap { label in JournalLogHandler(label: label, level: level, journal: journal) }
@@ -89,11 +93,9 @@ struct SettingsSyncCommand: AsyncParsableCommand {
             logger.critical("no channel to a broker: settings-broker starts this with --channel-fd, or a socket unit does")
             throw ExitCode(2)
         }
-        let channel = MessageChannel(descriptor: descriptor, label: "settings-sync")
-        let broker = BrokerLink(channel: channel)
         let greeting: BrokerLink.Greeting
         do {
-            greeting = try await broker.hello()
+            greeting = try BrokerLink.greet(descriptor)
         } catch {
             logger.critical("the broker did not take this sync process", metadata: ["error": "\(error)"])
             throw ExitCode(1)
@@ -101,13 +103,19 @@ struct SettingsSyncCommand: AsyncParsableCommand {
         let environment = ProcessInfo.processInfo.environment
         let sandbox = Sandbox.restrict(for: greeting.configuration, environment: environment)
         logger.info("sync process started", metadata: ["database": "\(greeting.configuration.database)", "sandbox": "\(sandbox)"])
-        let engine = SyncEngine(
-            configuration: greeting.configuration, logger: logger, environment: environment, broker: broker)
-        engine.start(cursor: greeting.cursor, joined: greeting.joined)
-        for await message in channel.incoming where message.kind == .signal && message.member == SyncCall.wake {
-            engine.wakeUp()
+        Task {
+            let channel = MessageChannel(descriptor: descriptor, label: "settings-sync")
+            let engine = SyncEngine(
+                configuration: greeting.configuration, logger: logger, environment: environment,
+                broker: BrokerLink(channel: channel))
+            engine.start(cursor: greeting.cursor, joined: greeting.joined)
+            for await message in channel.incoming where message.kind == .signal && message.member == SyncCall.wake {
+                engine.wakeUp()
+            }
+            await engine.stop()
+            Foundation.exit(0)
         }
-        await engine.stop()
+        dispatchMain()
     }
 
     /// The listening socket systemd passed (`LISTEN_FDS`, sd_listen_fds(3)), when it was passed to this

@@ -95,6 +95,32 @@ struct UnitFileTests {
         }
     }
 
+    /// The sync process's units: systemd reads them without a complaint; the service reaches the network,
+    /// which the broker's unit does not, and is otherwise as sandboxed, the store's folder hidden from it.
+    @Test func theSyncProcessUnitsVerifyAndOnlyTheyHaveTheNetwork() async throws {
+        try await Self.withInstalledUnit { unit, environment in
+            let folder = URL(fileURLWithPath: unit).deletingLastPathComponent()
+            let service = folder.appendingPathComponent("settings-sync.service").path
+            let socket = folder.appendingPathComponent("settings-sync.socket").path
+            let verify = try await TestProcess.run(Self.analyze, ["verify", "--user", socket, service], environment: environment)
+            #expect(verify.status == 0, "\(verify.stderr)")
+            #expect(verify.stderr.isEmpty, "\(verify.stderr)")
+            let text = try String(contentsOfFile: service, encoding: .utf8)
+            #expect(text.contains("\nRestrictAddressFamilies=AF_UNIX AF_INET AF_INET6\n"), "\(text)")
+            #expect(text.contains("\nInaccessiblePaths=-%E/settingsbus\n"), "\(text)")
+            let broker = try String(contentsOfFile: unit, encoding: .utf8)
+            #expect(broker.contains("\nRestrictAddressFamilies=AF_UNIX\n"), "\(broker)")
+            let security = try await TestProcess.run(
+                Self.analyze, ["security", "--user", "--offline=yes", service], environment: environment)
+            let line = try #require(
+                security.stdout.split(separator: "\n").first { $0.contains("Overall exposure level") },
+                "\(security.stdout)\(security.stderr)")
+            let exposure = try #require(line.split(separator: ":").last?.split(separator: " ").first.flatMap { Double($0) })
+            // The network is worth about one point of exposure; everything else is closed as for the broker.
+            #expect(exposure <= Self.highestExposure + 1, "\(security.stdout)")
+        }
+    }
+
     /// `scripts/install --system`: the machine-wide broker's activation file, policy, administrator folders and
     /// system unit, which systemd verifies and rates as sandboxed as the user unit.
     @Test func theMachineWideBrokerInstallsWithASandboxedSystemUnit() async throws {
