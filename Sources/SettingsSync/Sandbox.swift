@@ -4,7 +4,7 @@ import CSandbox
 import Foundation
 public import SyncProtocol
 
-/// The sync process's own sandbox, which it enters once it has its configuration (decision 0029): with
+/// The sync process's own sandbox, which it enters once it has its configuration (decision 0030): with
 /// Landlock, it may only read files, and only the system's folders (`/usr`, `/lib`, `/etc`, `/proc`, `/sys`,
 /// the folders of the libraries it has loaded), the password file (or `.pgpass`) and the certificate
 /// authorities' file; it may write, make or remove nothing; and, where the kernel can restrict the network
