@@ -8,10 +8,11 @@ import SettingsModel
 
 extension Bench {
     /// For each store size (no keys, then the plan's sizes): loading the keys in one call, the service's
-    /// start with them, a write's latency and the service's memory.
+    /// start with them, its idle memory after that start, a write's latency and the service's memory after the
+    /// writes.
     func measureSizes() async throws {
         for size in [0] + plan.storeSizes {
-            progress("a store of \(size) keys: load, start, writes, memory")
+            progress("a store of \(size) keys: load, start, idle memory, writes, memory")
             results.sizes[size] = try await brokerSize(size)
             if dconf != nil { results.dconfSizes[size] = try await dconfSize(size) }
         }
@@ -42,6 +43,8 @@ extension Bench {
             try await rawGet(Self.keyPath(0))
             run.start.append(since: start)
         }
+        // Idle: started on the loaded store, its first call answered, nothing written yet.
+        run.idle = broker.pid.flatMap(ProcessMemory.read(pid:))
         let key = SettingKey(try SettingPath(Self.keyPath(0)), default: "")
         try await boundedLoop(count: plan.writesPerSize, seconds: plan.loopSeconds) { index in
             let start = monotonicNanoseconds()
@@ -69,6 +72,8 @@ extension Bench {
             try await ping(Self.dconfName)
             run.start.append(since: start)
         }
+        // Idle, as the broker's. dconf-service reads its database at its first write, not at its start.
+        run.idle = dconf.pid.flatMap(ProcessMemory.read(pid:))
         try await boundedLoop(count: plan.writesPerSize, seconds: plan.loopSeconds) { index in
             let start = monotonicNanoseconds()
             try await dconfChange([(Self.keyPath(0), "written \(index)")])

@@ -17,7 +17,8 @@ struct BenchPlan: Sendable {
     /// Concurrent writer processes, and how long each run writes.
     var writerCounts: [Int]
     var writerSeconds: Double
-    /// Store sizes, writes timed at each size, and timed starts at each size.
+    /// Store sizes (a store with no keys is measured first, before these), writes timed at each size, and
+    /// timed starts at each size (the idle memory is read after the last).
     var storeSizes: [Int]
     var writesPerSize: Int
     var startsPerSize: Int

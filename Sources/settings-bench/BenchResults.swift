@@ -60,6 +60,9 @@ struct SizeRun: Sendable {
     var start = Samples()
     /// Durable writes of one key.
     var writes = Samples()
+    /// The service's memory once it has started on the store and answered its first call (the last of the
+    /// timed starts), before the writes.
+    var idle: ProcessMemory?
     /// The service's resident memory after the writes, in KiB.
     var residentKiB: Int?
 }
