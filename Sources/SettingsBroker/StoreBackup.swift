@@ -84,7 +84,8 @@ final class StoreBackup: Sendable {
         state.withLock { state in
             state.interval = interval
             state.report = report
-            state.committed = serial
+            // Commits made before the start noted their serials already.
+            state.committed = max(state.committed, serial)
             state.serial = existing
             state.time = time
             // A current backup counts as the last run, so the first commits after a start (a broker started
