@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-public import DBus
+import DBus
 public import SettingsModel
 public import SyncProtocol
 
@@ -31,10 +31,10 @@ public struct RemoteChanges: Sendable {
 // reads one lock and nothing more.
 extension DurableStore {
     /// The origin of commits of changes pulled from another machine: `sync:<machine name>`.
-    public static func syncOrigin(machineName: String) -> String { "sync:\(machineName)" }
+    static func syncOrigin(machineName: String) -> String { "sync:\(machineName)" }
 
     /// Turns sync on: from now on, commits queue the writes of keys `settings` syncs.
-    public func enableSync(_ settings: SyncSettings) {
+    func enableSync(_ settings: SyncSettings) {
         syncSettings.withLock { $0 = settings }
     }
 
@@ -124,50 +124,50 @@ extension DurableStore {
     }
 
     /// The oldest changes queued for the database, at most `limit`.
-    public func queuedSyncChanges(limit: Int) async throws -> [SyncChange] {
+    func queuedSyncChanges(limit: Int) async throws -> [SyncChange] {
         try await persistence.queuedChanges(limit: limit)
     }
 
     /// The number of changes queued for the database.
-    public func queuedSyncCount() async throws -> Int {
+    func queuedSyncCount() async throws -> Int {
         try await persistence.queuedCount()
     }
 
     /// Removes changes the database has taken from the queue (unless a newer write of the key replaced them),
     /// and records the versions the database gave them (a clamped clock) where the key's version is still theirs.
-    public func acknowledgeSyncChanges(_ pushed: [SyncChange], as versions: [SyncVersion]) async throws {
+    func acknowledgeSyncChanges(_ pushed: [SyncChange], as versions: [SyncVersion]) async throws {
         try await persistence.acknowledge(pushed, as: versions)
     }
 
     /// Queues changes of values already in the store (a machine joining), unless the key has a queued change
     /// or a version already.
-    public func queueForSync(_ changes: [SyncChange]) async throws {
+    func queueForSync(_ changes: [SyncChange]) async throws {
         try await persistence.queue(changes)
     }
 
     /// The recorded versions of keys.
-    public func syncVersions(of keys: [SettingPath]) async throws -> [SettingPath: SyncVersion] {
+    func syncVersions(of keys: [SettingPath]) async throws -> [SettingPath: SyncVersion] {
         try await persistence.versions(of: keys)
     }
 
     /// A value the sync engine keeps in the store (`cursor`, `joined`), nil when unset.
-    public func syncState(_ name: String) async throws -> Int64? {
+    func syncState(_ name: String) async throws -> Int64? {
         try await persistence.syncStateInteger(name)
     }
 
     /// Sets a value the sync engine keeps in the store.
-    public func setSyncState(_ name: String, _ value: Int64) async throws {
+    func setSyncState(_ name: String, _ value: Int64) async throws {
         try await persistence.setSyncStateInteger(name, value)
     }
 
     /// The largest clock of a recorded version.
-    public func largestSyncClock() async throws -> UInt64 {
+    func largestSyncClock() async throws -> UInt64 {
         try await persistence.largestRecordedClock()
     }
 
     /// The user values of keys under `directory` whose values sync, read in pieces (the values a machine
     /// brings when it joins).
-    public func syncedUserValues(under directories: [SettingDirectory], settings: SyncSettings) -> [(SettingPath, DBusValue)] {
+    func syncedUserValues(under directories: [SettingDirectory], settings: SyncSettings) -> [(SettingPath, DBusValue)] {
         var found: [(SettingPath, DBusValue)] = []
         for directory in directories {
             var resume: ReadResume?
@@ -184,16 +184,16 @@ extension DurableStore {
     }
 
     /// The schema registered for a key, if any.
-    public func registeredSchema(of key: SettingPath) -> SettingSchema? {
+    func registeredSchema(of key: SettingPath) -> SettingSchema? {
         committed.withLock { $0.schemas[key] }
     }
 
     /// The path of the store file's copy taken before sync began.
-    public var beforeSyncCopyPath: String { path + ".before-sync" }
+    var beforeSyncCopyPath: String { path + ".before-sync" }
 
     /// Copies the store aside as ``beforeSyncCopyPath`` (a checked copy, as the backup is), unless a copy is
     /// there already.
-    public func copyBeforeSync() async throws {
+    func copyBeforeSync() async throws {
         try await persistence.copy(to: beforeSyncCopyPath)
     }
 }

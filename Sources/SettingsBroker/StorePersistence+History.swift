@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
 
-import CSQLite
 import DBus
 import Dispatch
 import Glibc
