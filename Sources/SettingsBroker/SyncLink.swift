@@ -204,10 +204,10 @@ public final class SyncLink: StoreSync {
                 }, upTo: last, store)
             return []
         case SyncCall.report:
-            guard body.count == 1, case .dictionary(.string, .variant, let entries) = body[0] else {
+            guard body.count == 1, let fields = Settings1.ValueMap(body[0]) else {
                 throw SyncCall.badArguments(member, "takes (a{sv})")
             }
-            noteReport(entries)
+            noteReport(fields)
             return []
         default:
             throw DBusError(.unknownMethod, "the broker has no sync call \(member.rawValue)")
@@ -215,10 +215,9 @@ public final class SyncLink: StoreSync {
     }
 
     /// Takes the fields the sync process reports, of their own types only, with texts and lists bounded.
-    private func noteReport(_ entries: [DBusDictEntry]) {
+    private func noteReport(_ reported: Settings1.ValueMap) {
         var fields: [String: DBusValue] = [:]
-        for entry in entries {
-            guard case .string(let name) = entry.key, case .variant(let value) = entry.value else { continue }
+        for (name, value) in reported {
             switch (name, value) {
             case (SyncStatusField.state, .string(let text)) where Self.states.contains(text):
                 fields[name] = value

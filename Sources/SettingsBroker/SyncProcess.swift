@@ -43,9 +43,9 @@ public enum SyncProcess: Sendable {
                 var status: Int32 = 0
                 let result = waitpid(pid, &status, WNOHANG)
                 if result == pid {
-                    // WIFEXITED / WEXITSTATUS / WTERMSIG, written out because the macros are not imported.
-                    let signal = status & 0x7f
-                    return signal == 0 ? "exited with status \((status >> 8) & 0xff)" : "was ended by signal \(signal)"
+                    let ending = ProcessSpawn.ending(ofWaitStatus: status)
+                    if let code = ending.exitStatus { return "exited with status \(code)" }
+                    return "was ended by signal \(ending.signal ?? 0)"
                 }
                 if result < 0 && errno != EINTR { return "ended" }
                 guard ContinuousClock.now < deadline else { return nil }

@@ -28,9 +28,8 @@ public final class ChildProcess: Sendable {
         let thread = Thread {
             var status: Int32 = 0
             while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-            // WIFEXITED / WEXITSTATUS / WTERMSIG, written out because the macros are not imported.
-            let signal = status & 0x7f
-            box.finish(signal == 0 ? (status >> 8) & 0xff : 128 + signal)
+            let ending = ProcessSpawn.ending(ofWaitStatus: status)
+            box.finish(ending.exitStatus ?? 128 + (ending.signal ?? 0))
         }
         thread.start()
     }

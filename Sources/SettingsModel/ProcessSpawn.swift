@@ -62,6 +62,13 @@ package enum ProcessSpawn {
         return pid
     }
 
+    /// How a child ended, from the status `waitpid` gave: its exit status, or the signal that ended it
+    /// (`WIFEXITED`, `WEXITSTATUS` and `WTERMSIG`, written out because Swift does not import the macros).
+    package static func ending(ofWaitStatus status: Int32) -> (exitStatus: Int32?, signal: Int32?) {
+        let signal = status & 0x7f
+        return signal == 0 ? ((status >> 8) & 0xff, nil) : (nil, signal)
+    }
+
     /// Why a program cannot be started.
     package struct Failure: Error, CustomStringConvertible {
         package var description: String

@@ -117,11 +117,7 @@ public struct BrokerLink: Sendable {
     func report(_ fields: [String: DBusValue]) {
         var message = DBusMessage.methodCall(
             destination: nil, path: MessageChannel.path, interface: nil, member: SyncCall.report,
-            body: [
-                .dictionary(
-                    key: .string, value: .variant,
-                    fields.sorted { $0.key < $1.key }.map { DBusDictEntry(key: .string($0.key), value: .variant($0.value)) })
-            ])
+            body: [Settings1.ValueMap(fields).dbusValue])
         message.noReplyExpected = true
         _ = try? channel.send(message)
     }

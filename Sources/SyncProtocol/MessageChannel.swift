@@ -74,10 +74,7 @@ public final class MessageChannel: Sendable {
         var message = message
         let serial = try state.withLock { state throws(ChannelClosed) -> UInt32 in
             if let closed = state.closed { throw closed }
-            if message.serial == 0 {
-                message.serial = state.nextSerial
-                state.nextSerial = state.nextSerial == UInt32.max ? 1 : state.nextSerial + 1
-            }
+            if message.serial == 0 { message.serial = Self.takeSerial(&state) }
             return message.serial
         }
         let bytes = try message.marshalled()
@@ -92,6 +89,12 @@ public final class MessageChannel: Sendable {
         return serial
     }
 
+    /// The next serial (never 0: the wire format has none).
+    private static func takeSerial(_ state: inout State) -> UInt32 {
+        defer { state.nextSerial = state.nextSerial == UInt32.max ? 1 : state.nextSerial + 1 }
+        return state.nextSerial
+    }
+
     /// Calls a method of the peer and waits for its reply.
     ///
     /// - Returns: the reply's arguments.
@@ -100,10 +103,7 @@ public final class MessageChannel: Sendable {
     public func call(_ member: MemberName, _ body: [DBusValue] = []) async throws -> [DBusValue] {
         var message = DBusMessage.methodCall(
             destination: nil, path: Self.path, interface: nil, member: member, body: body)
-        message.serial = state.withLock { state in
-            defer { state.nextSerial = state.nextSerial == UInt32.max ? 1 : state.nextSerial + 1 }
-            return state.nextSerial
-        }
+        message.serial = state.withLock { Self.takeSerial(&$0) }
         let serial = message.serial
         let reply = try await withCheckedThrowingContinuation { (waiter: CheckedContinuation<DBusMessage, any Error>) in
             let closed = state.withLock { state -> ChannelClosed? in

@@ -177,21 +177,15 @@ extension SyncConfiguration {
         if let file = database.rootCertificateFile { fields["sslrootcert"] = .string(file) }
         if let passwordFile { fields["password-file"] = .string(passwordFile) }
         if let pollInterval { fields["poll-ms"] = .int64(pollInterval.milliseconds) }
-        return .dictionary(
-            key: .string, value: .variant,
-            fields.sorted { $0.key < $1.key }.map { DBusDictEntry(key: .string($0.key), value: .variant($0.value)) })
+        return Settings1.ValueMap(fields).dbusValue
     }
 
     /// Reads the configuration the broker sent.
     ///
     /// - Throws: ``SyncConfigurationError`` naming a field that is missing or of the wrong type.
     public init(channelValue: DBusValue) throws(SyncConfigurationError) {
-        guard case .dictionary(.string, .variant, let entries) = channelValue else {
+        guard let fields = Settings1.ValueMap(channelValue)?.dictionary else {
             throw SyncConfigurationError("the configuration is not a{sv}")
-        }
-        var fields: [String: DBusValue] = [:]
-        for entry in entries {
-            if case .string(let name) = entry.key, case .variant(let value) = entry.value { fields[name] = value }
         }
         func text(_ name: String) throws(SyncConfigurationError) -> String {
             guard case .string(let value)? = fields[name] else {
@@ -232,9 +226,6 @@ extension SyncConfiguration {
 }
 
 extension Duration {
-    /// The duration in whole milliseconds.
-    var milliseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
-    }
+    /// The duration in whole milliseconds, as the channel carries it (never trapping on a long one).
+    var milliseconds: Int64 { DBusConnection.milliseconds(self) }
 }

@@ -194,16 +194,14 @@ extension SyncProcessTests {
         let stores = try storeFolder()
         defer { try? FileManager.default.removeItem(at: stores) }
         let socket = stores.appendingPathComponent("sync.socket").path
-        let activator = try ChildProcess.spawn(
-            "/usr/bin/systemd-socket-activate", ["-l", socket, try BuiltProduct.path("settings-sync")],
-            environment: ProcessInfo.processInfo.environment, stderr: 2)
+        // Its "Listening on …" goes to standard error, which the shell sends where the test reads.
+        let activator = try RunningProcess.start(
+            "/bin/sh",
+            ["-c", #"exec "$0" -l "$1" "$2" 2>&1"#, "/usr/bin/systemd-socket-activate", socket,
+             try BuiltProduct.path("settings-sync")])
         var machines: [Machine] = []
         try await stoppingAfterwards(postgres, { machines }) {
-            let deadline = ContinuousClock.now + .seconds(10)
-            while !FileManager.default.fileExists(atPath: socket) {
-                guard ContinuousClock.now < deadline else { throw SyncTestFailure(description: "no socket at \(socket)") }
-                try await Task.sleep(for: .milliseconds(20))
-            }
+            try await activator.line(where: { $0.hasPrefix("Listening on \(socket)") }, timeLimit: .seconds(10))
             machines.append(
                 try await startMachine(
                     "alpha", stores: stores, arguments: syncArguments(postgres, name: "alpha", extra: ["--sync-socket", socket])))
@@ -215,8 +213,7 @@ extension SyncProcessTests {
             try await waitForAgreement(machines, key: "/sync/size", expecting: "(<12>,)")
         }
         // The broker closed the connection when it stopped: the sync process exits 0.
-        let status = await activator.waitForExit(within: Duration.seconds(10))
-        #expect(status == 0)
+        #expect(await activator.child.waitForExit(within: .seconds(10)) == 0)
     }
 }
 

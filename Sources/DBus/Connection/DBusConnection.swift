@@ -196,7 +196,8 @@ public final class DBusConnection: Sendable {
         return try await call(message, timeout: timeout).body
     }
 
-    static func milliseconds(_ duration: Duration) -> Int64 {
+    /// A duration in whole milliseconds, 0 or more; a duration too long for them is a very long time.
+    package static func milliseconds(_ duration: Duration) -> Int64 {
         let (seconds, attoseconds) = duration.components
         let millis = seconds.multipliedReportingOverflow(by: 1000)
         guard !millis.overflow else { return Int64.max / 4 }
