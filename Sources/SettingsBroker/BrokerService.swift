@@ -154,24 +154,13 @@ public final class BrokerService: Service, Sendable {
                 "a stored entry could not be read and is kept untouched",
                 metadata: ["key": "\(row.path)", "reason": "\(row.reason)", "store": "\(store.path)"])
         }
-        store.setCommitHandler { [logger] changes in
-            for change in changes {
-                if change.changesValues {
-                    do { try connection.send(SettingsInterface.changedSignal(change)) } catch {
-                        logger.error("cannot emit Changed", metadata: ["serial": "\(change.serial)", "error": "\(error)"])
-                    }
-                }
-                if let signal = SettingsInterface.descriptionChangedSignal(change) {
-                    do { try connection.send(signal) } catch {
-                        logger.error(
-                            "cannot emit DescriptionChanged", metadata: ["serial": "\(change.serial)", "error": "\(error)"])
-                    }
-                }
-            }
+        var processOf: (@Sendable (String) async -> UInt32?)?
+        if configuration.history.isOn {
+            processOf = { name in await Self.processID(of: name, connection) }
         }
-        await configuration.sync?.start(store: store)
+        let writes = WritePath(store: store, connection: connection, logger: logger, processOf: processOf)
         let vendor = VendorSchemas(
-            directories: configuration.schemaDirectories, store: store, pollingFolders: configuration.pollingFolders
+            directories: configuration.schemaDirectories, writes: writes, pollingFolders: configuration.pollingFolders
         ) { [logger] event in
             switch event {
             case .registered(let file, let keys):
@@ -184,22 +173,10 @@ public final class BrokerService: Service, Sendable {
                     "cannot follow the schema folders with inotify (too many inotify instances for this user: fs.inotify.max_user_instances); looking at them once a second instead")
             }
         }
-        await vendor.start()
         let administrator = configuration.administratorFolder.map { folder in
             AdministratorFiles(
                 folder: folder, pollingFolders: configuration.pollingFolders,
-                apply: { [logger] layer in
-                    store.setAdministrator(layer) { result, described in
-                        guard case .success(let serial) = result else { return }
-                        // Sent once the commit that announces the changed values is durable.
-                        guard let signal = Settings1.DescriptionChangedSignal(
-                            keys: described, serial: serial, origin: DurableStore.administratorOrigin)
-                        else { return }
-                        do { try connection.send(signal.message) } catch {
-                            logger.error("cannot emit DescriptionChanged", metadata: ["error": "\(error)"])
-                        }
-                    }
-                },
+                apply: { layer in writes.putAdministrator(layer) },
                 report: { [logger] event in
                     switch event {
                     case .loaded(let files, let defaults, let locks):
@@ -220,38 +197,48 @@ public final class BrokerService: Service, Sendable {
                     }
                 })
         }
-        await administrator?.start()
         touch()
-        var processOf: (@Sendable (String) async -> UInt32?)?
-        if configuration.history.isOn {
-            processOf = { name in await Self.processID(of: name, connection) }
-        }
         let interface = SettingsInterface.interface(
-            store: store, secretReaders: configuration.secretReaders, activity: { [weak self] in self?.touch() },
+            writes: writes, secretReaders: configuration.secretReaders, activity: { [weak self] in self?.touch() },
             moreStatus: { [sync = configuration.sync] in
                 vendor.status().merging(administrator?.status() ?? [:]) { own, _ in own }
                     .merging(sync?.status() ?? [:]) { own, _ in own }
-            },
-            processOf: processOf)
-        try await connection.export([interface], at: SettingsBusNames.objectPath)
-        guard try await connection.requestName(name, flags: [.doNotQueue]) == .primaryOwner else {
-            throw StartError(description: "\(name) is already owned: another settings-broker is running on this bus")
-        }
-        // After the name is taken: finding the backup's serial reads the whole backup file (a tenth of the start
-        // with 100,000 keys), and callers need not wait for it.
-        if store.condition.isWritable {
-            store.persistence.backup.start(interval: configuration.backupInterval, serial: store.serial) {
-                [logger] event in
-                switch event {
-                case .written(let serial, let duration):
-                    logger.debug("backup written", metadata: ["backup": "\(store.persistence.backup.path)", "serial": "\(serial)", "duration": "\(duration)"])
-                case .failed(let reason):
-                    logger.error(
-                        "cannot write the backup; the previous one is kept",
-                        metadata: ["backup": "\(store.persistence.backup.path)", "reason": "\(reason)"])
-                }
-            }
-        }
+            })
+        let lost = Atomic<Bool>(false)
+        let sync = configuration.sync
+        let parts = BrokerParts(
+            starting: [
+                // Opened above (the other parts are made with it); closed once the backup has caught up.
+                BrokerPart("store file", stop: { store.persistence.close() }),
+                // Stopping refuses further writes and finishes the commits in flight.
+                BrokerPart("writes", stop: { await store.close() }),
+                BrokerPart("sync", start: { await sync?.start(writes: writes) }, stop: { await sync?.stop() }),
+                BrokerPart("schema files", start: { await vendor.start() }, stop: { vendor.stop() }),
+                BrokerPart("administrator files", start: { await administrator?.start() }, stop: { administrator?.stop() }),
+                // Exported before the name is taken, so that the first activated call finds the object.
+                BrokerPart(
+                    "bus name",
+                    start: {
+                        try await connection.export([interface], at: SettingsBusNames.objectPath)
+                        guard try await connection.requestName(name, flags: [.doNotQueue]) == .primaryOwner else {
+                            throw StartError(
+                                description: "\(name) is already owned: another settings-broker is running on this bus")
+                        }
+                    },
+                    stop: { if !lost.load(ordering: .relaxed) { _ = try? await connection.releaseName(name) } }),
+                // After the name is taken: finding the backup's serial reads the whole backup file (a tenth of
+                // the start with 100,000 keys), and callers need not wait for it.
+                BrokerPart(
+                    "backup", start: { [logger, configuration] in Self.startBackup(of: store, configuration, logger) },
+                    stop: { await store.persistence.backup.finish() }),
+            ],
+            stopping: [
+                // The writers first; then the store refuses writes and finishes the commits in flight, the
+                // backup catches up and the file is closed; the name goes last, so that a broker started by
+                // the next call finds the store free.
+                "schema files", "administrator files", "sync", "writes", "backup", "store file", "bus name",
+            ])
+        let started = try await parts.start()
         let (serial, keys, schemas) = (store.serial, store.userValueCount, store.schemaCount)
         logger.info(
             "serving",
@@ -263,15 +250,8 @@ public final class BrokerService: Service, Sendable {
 
         let ending = await waitForEnding(connection)
         logger.info("stopping", metadata: ["reason": "\(ending)"])
-        vendor.stop()
-        administrator?.stop()
-        await configuration.sync?.stop()
-        await store.close()
-        await store.persistence.backup.finish()
-        store.persistence.close()
-        if ending != .disconnected {
-            _ = try? await connection.releaseName(name)
-        }
+        lost.store(ending == .disconnected, ordering: .relaxed)
+        await started.stop()
         await connection.close()
         let finalSerial = store.serial
         logger.info("stopped", metadata: ["serial": "\(finalSerial)"])
@@ -279,6 +259,23 @@ public final class BrokerService: Service, Sendable {
             throw ConnectionLost(
                 description: "the connection to the \(configuration.bus) bus was lost; the store \(store.path) was "
                     + "closed at serial \(finalSerial)")
+        }
+    }
+
+    /// Starts keeping the store's backup current, unless the store cannot be written.
+    private static func startBackup(of store: DurableStore, _ configuration: Configuration, _ logger: Logger) {
+        guard store.condition.isWritable else { return }
+        let backup = store.persistence.backup
+        backup.start(interval: configuration.backupInterval, serial: store.serial) { event in
+            switch event {
+            case .written(let serial, let duration):
+                logger.debug(
+                    "backup written", metadata: ["backup": "\(backup.path)", "serial": "\(serial)", "duration": "\(duration)"])
+            case .failed(let reason):
+                logger.error(
+                    "cannot write the backup; the previous one is kept",
+                    metadata: ["backup": "\(backup.path)", "reason": "\(reason)"])
+            }
         }
     }
 

@@ -9,16 +9,11 @@ import SettingsModel
 // the keys whose effective value it changed are then announced by a commit of their own (`announced`), which
 // gives them a serial and one `Changed` signal with origin `administrator`.
 extension DurableStore {
-    /// Puts a new administrator's layer in force.
-    ///
-    /// - Parameter completion: called with the serial of the commit that announces the changed values (the
-    ///   current serial when none changed), and the keys whose description changed: locked or unlocked, or
-    ///   their administrator's default changed (for `DescriptionChanged`); of the keys under a directory locked
-    ///   or unlocked, those with a value or a schema.
-    func setAdministrator(
-        _ layer: AdministratorLayer,
-        completion: @escaping @Sendable (Result<UInt64, SettingsError>, _ described: [SettingPath]) -> Void
-    ) {
+    /// Puts a new administrator's layer in force, and returns the changeset that announces the keys whose
+    /// effective value it changed (for ``WritePath`` to commit) with the keys whose description changed:
+    /// locked or unlocked, or their administrator's default changed (for `DescriptionChanged`); of the keys
+    /// under a directory locked or unlocked, those with a value or a schema.
+    func putAdministrator(_ layer: AdministratorLayer) -> (announcing: Changeset, described: [SettingPath]) {
         let (announced, described) = writer.withLock { _ in
             committed.withLock { state -> ([SettingPath], [SettingPath]) in
                 let old = state.administrator
@@ -49,7 +44,7 @@ extension DurableStore {
         }
         var changeset = Changeset(origin: Self.administratorOrigin)
         changeset.announced = announced
-        submit(changeset) { result in completion(result, described) }
+        return (changeset, described)
     }
 
     /// The origin of the commits that announce the administrator's changes.

@@ -7,31 +7,13 @@ import SettingsModel
 // Committing: batches of staged changesets written to the store file, then applied to memory (see the design
 // note in DurableStore.swift).
 extension DurableStore {
-    typealias Batch = [(changeset: ResolvedChangeset, completion: Completion)]
+    typealias Batch = [(changeset: ResolvedChangeset, waiter: WriteWaiter)]
 
-    /// Commits what has accumulated, batch after batch, until nothing is left. Commit queue only.
-    func commitAccumulated() {
-        while true {
-            guard let batch = takeBatch(limit: nil) else {
-                if endCommitting() { return }
-                continue
-            }
-            commit(batch)
-        }
-    }
-
-    /// Commits what has accumulated where a ``CommitPlacement`` put it, if it is at most ``inlineCommitLimit``
-    /// writes; anything more, or accumulated meanwhile, goes on to the commit queue.
-    /// It never waits for a lock another program holds on the store file: it leaves the batch to the queue.
-    func commitSmallBatch() {
-        if let batch = takeBatch(limit: Self.inlineCommitLimit) {
-            if commit(batch, waitingForLocks: false) {
-                if endCommitting() { return }
-            } else {
-                writer.withLock { $0.accumulating = batch + $0.accumulating }
-            }
-        }
-        commitQueue.place { self.commitAccumulated() }
+    /// What one commit did: each writer's answer, with the waiter it was staged for, and what the `Changed` and
+    /// `DescriptionChanged` signals report of it, in serial order. Sent by ``WritePath``, answers first.
+    struct CommitOutcome {
+        var answers: [(waiter: WriteWaiter, result: Result<UInt64, SettingsError>)]
+        var changes: [CommittedChange]
     }
 
     /// Takes the accumulated changesets, or nil if there are none or they hold more than `limit` writes.
@@ -51,7 +33,8 @@ extension DurableStore {
         }
     }
 
-    /// Ends the commits in flight if nothing has accumulated (and tells the waiters); false if something has.
+    /// Ends the commits in flight if nothing has accumulated (and tells the waiters of ``flush()``); false if
+    /// something has, which the caller then commits.
     func endCommitting() -> Bool {
         let waiters = writer.withLock { state in
             // A changeset accepted since the last batch was taken started no commit: it is this one's to take.
@@ -65,34 +48,34 @@ extension DurableStore {
         return true
     }
 
-    /// Writes a batch and answers its writers; false if it was not written because another program holds the
-    /// store's lock and `waitingForLocks` is false.
-    @discardableResult
-    func commit(_ batch: Batch, waitingForLocks: Bool = true) -> Bool {
+    /// Writes a batch to the store file and then to memory, and returns what it did; nil, with the batch put
+    /// back first in line, when another program holds the store's lock and `waitingForLocks` is false.
+    func commit(_ batch: Batch, waitingForLocks: Bool = true) -> CommitOutcome? {
         do throws(SettingsError) {
             let start = ContinuousClock.now
             let sync = syncRecord(for: batch)
             guard try persistence.commit(batch.map(\.changeset), sync: sync, waitingForLocks: waitingForLocks) else {
-                return false
+                writer.withLock { $0.accumulating = batch + $0.accumulating }
+                return nil
             }
             if let sync, !sync.queued.isEmpty { syncSettings.withLock { $0 }?.queued() }
-            finishCommit(batch, took: ContinuousClock.now - start)
+            let changes = finishCommit(batch, took: ContinuousClock.now - start)
+            return CommitOutcome(answers: batch.map { ($0.waiter, .success($0.changeset.serial)) }, changes: changes)
         } catch {
-            failCommit(batch, error)
+            return CommitOutcome(answers: failCommit(batch).map { ($0, .failure(error)) }, changes: [])
         }
-        return true
     }
 
-    func finishCommit(_ batch: Batch, took duration: Duration) {
+    /// Applies a written batch to memory and unstages it; returns what its commits changed.
+    func finishCommit(_ batch: Batch, took duration: Duration) -> [CommittedChange] {
         var changes: [CommittedChange] = []
-        let handler: @Sendable ([CommittedChange]) -> Void
         if batch.reduce(0, { $0 + $1.changeset.writes.count }) <= Self.memoryPiece {
-            handler = writer.withLock { state in
+            writer.withLock { state in
                 for (changeset, _) in batch {
                     state.resetSerials.record(changeset.writes, serial: changeset.serial)
                     if let change = commitToMemory(changeset) { changes.append(change) }
                 }
-                return endCommit(batch, took: duration, unstagingValues: true, &state)
+                endCommit(batch, took: duration, unstagingValues: true, &state)
             }
         } else {
             // The `writer` lock is not held while a large batch is applied to memory: it would hold up every
@@ -115,17 +98,14 @@ extension DurableStore {
                     }
                 }
             }
-            handler = writer.withLock { state in endCommit(batch, took: duration, unstagingValues: false, &state) }
+            writer.withLock { state in endCommit(batch, took: duration, unstagingValues: false, &state) }
         }
-        for (changeset, completion) in batch { completion(.success(changeset.serial)) }
-        handler(changes)
+        return changes
     }
 
     /// Unstages what a batch wrote (its values unless `unstagingValues` is false: they were already), now
-    /// that the committed state shows it, and returns the commit handler.
-    func endCommit(
-        _ batch: Batch, took duration: Duration, unstagingValues: Bool, _ state: inout WriterState
-    ) -> @Sendable ([CommittedChange]) -> Void {
+    /// that the committed state shows it.
+    func endCommit(_ batch: Batch, took duration: Duration, unstagingValues: Bool, _ state: inout WriterState) {
         state.lastCommitWasSlow = duration > state.slowCommit
         let last = batch.last!.changeset.serial
         for (changeset, _) in batch {
@@ -141,21 +121,19 @@ extension DurableStore {
                 state.stagedSchemas.removeValue(forKey: key)
             }
         }
-        return state.commitHandler
     }
 
     /// A failed transaction: later changesets were validated on top of the failed ones, so they fail too, and
-    /// all staging is forgotten.
-    func failCommit(_ batch: Batch, _ error: SettingsError) {
-        let pending = writer.withLock { state in
+    /// all staging is forgotten. Returns the waiters of every changeset that failed.
+    func failCommit(_ batch: Batch) -> [WriteWaiter] {
+        writer.withLock { state in
             let pending = batch + state.accumulating
             state.accumulating = []
             state.stagedValues = [:]
             state.stagedSchemas = [:]
             state.nextSerial = committed.withLock { $0.serial } + 1
-            return pending
+            return pending.map(\.waiter)
         }
-        for (_, completion) in pending { completion(.failure(error)) }
     }
 
     /// The most keys a commit writes to memory under one hold of a lock; a larger commit is applied in pieces

@@ -8,7 +8,7 @@ import SettingsModel
 extension DurableStore {
     /// Checks a changeset against the staged view and gives it the next serial.
     func resolve(_ changeset: Changeset, _ state: WriterState) throws(SettingsError) -> ResolvedChangeset {
-        // validateForStorage ran in submit, before the lock.
+        // validateForStorage ran in stage, before the lock.
         let view = StagedView(store: self, state: state)
         let changeset = droppingKeysWrittenSince(changeset, in: view)
         let resolution = try SettingsRules.resolve(

@@ -2,27 +2,25 @@
 
 // Design note: how a write becomes durable.
 //
-// `submit` validates a changeset against the staged view (committed state overlaid with changesets accepted
-// but not yet committed) by the rules the in-memory store follows too (`SettingsRules`, in SettingsModel;
-// DurableStore+Validation.swift), gives it the next serial and stages it. At most one SQLite transaction is in flight;
-// changesets that arrive meanwhile accumulate and are written together by the next one (group commit: one
-// fsync for many writers). When a transaction commits, its changesets are applied to the committed state in
-// serial order, the writers are answered, and then the commit handler is called (the D-Bus export emits one
-// `Changed` signal per changeset, sent after the answers so that a writer waits for its own reply only).
-// Reads see committed state only, so a value is never visible before it is durable. If a transaction fails,
-// every staged changeset fails with `StoreFailure` and nothing of it becomes visible. Costs do not depend on
-// the store's size: a commit touches only the rows it changes.
+// Writes come through `WritePath` (WritePath.swift), which drives the steps below and sends what they return;
+// the store calls nothing back.
 //
-// Where the transaction runs is a `CommitPlacement`: the store knows no threads, it offers a small commit to
-// the placement its writer gave (if any) and puts the rest on its own `CommitQueue`. A commit started by the
-// D-Bus export (every write method: `Set`, `SetFromString`, `Reset`, `Apply`, `Register`, `Unregister`, each
-// staged in the order the connection read it) is offered to `AfterDispatch`, so it runs on the
-// connection's own thread once that has dispatched the calls it has read, if it holds at most
-// `inlineCommitLimit` writes, the store's lock is free at once and the last commit took at most `slowCommit`;
-// the answers and signals it makes are then sent by that thread with no other thread woken. Anything else (a
-// changeset applied from a task, such as the sync engine's, a large batch, a store locked by another program,
-// any commit after a slow one, whatever accumulates during a commit) is written on the store's commit queue,
-// a serial dispatch queue, so that a large, blocked or slow commit holds up the connection once at most.
+// `stage` validates a changeset against the staged view (committed state overlaid with changesets accepted
+// but not yet committed) by the rules the in-memory store follows too (`SettingsRules`, in SettingsModel;
+// DurableStore+Validation.swift), gives it the next serial and stages it beside its writer's `WriteWaiter`. At
+// most one SQLite transaction is in flight; changesets that arrive meanwhile accumulate and are written
+// together by the next one (group commit: one fsync for many writers). `commit` writes a batch, applies its
+// changesets to the committed state in serial order and returns each waiter's answer and what each changeset
+// changed; the write path answers the writers and then emits one `Changed` signal per changeset, so that a
+// writer waits for its own reply only. Reads see committed state only, so a value is never visible before it
+// is durable. If a transaction fails, every staged changeset fails with `StoreFailure` and nothing of it
+// becomes visible. Costs do not depend on the store's size: a commit touches only the rows it changes.
+//
+// The store knows no threads: where a commit runs is the write path's decision. A small commit started by a
+// D-Bus method (at most `inlineCommitLimit` writes, the store's lock free at once, the last commit no slower
+// than `slowCommit`) runs on the connection's own thread once it has dispatched the calls it has read, whose
+// answers and signals are then sent by that thread with no other thread woken; anything else runs on the
+// write path's commit queue, so that a large, blocked or slow commit holds up the connection once at most.
 //
 // The store is a class with two locks rather than an actor, so that the D-Bus export can validate a `Set` and
 // read a `Get` on the connection's own thread: a durable `Set` wakes no thread in the broker but the
@@ -57,8 +55,6 @@ public import SettingsModel
 /// The broker's settings: values and schemas in memory for reads, persisted in SQLite with group commit.
 public final class DurableStore: Sendable {
     typealias UserValue = CommittedState.UserValue
-    /// What a writer is told once its changeset is committed, or why it was not.
-    public typealias Completion = @Sendable (Result<UInt64, SettingsError>) -> Void
 
     /// The store file (its condition and backup are reported by `status()`).
     let persistence: StorePersistence
@@ -66,8 +62,6 @@ public final class DurableStore: Sendable {
     let committed: Locked<CommittedState>
     /// Staging, the changesets waiting for a commit, and what the commit queue is doing.
     let writer: Locked<WriterState>
-    /// Runs the SQLite transactions, one at a time, for every commit a ``CommitPlacement`` did not take.
-    let commitQueue = CommitQueue()
     /// Keys unseen since start-up count as changed at this serial (resets before start-up are not kept).
     let baselineSerial: UInt64
     /// What commits queue for sync across machines; nil while sync is off (``enableSync(_:)``).
@@ -85,14 +79,13 @@ public final class DurableStore: Sendable {
         var stagedValues: [SettingPath: (value: DBusValue?, serial: UInt64)] = [:]
         /// A staged removal (`Unregister`) is `.some(nil)`.
         var stagedSchemas: [SettingPath: SettingSchema?] = [:]
-        var accumulating: [(changeset: ResolvedChangeset, completion: Completion)] = []
+        var accumulating: [(changeset: ResolvedChangeset, waiter: WriteWaiter)] = []
         var commitInFlight = false
         /// Whether the last commit took longer than `slowCommit`: then the next runs on the commit queue.
         var lastCommitWasSlow = false
         var slowCommit = DurableStore.slowCommit
         var closed = false
         var idleWaiters: [@Sendable () -> Void] = []
-        var commitHandler: @Sendable ([CommittedChange]) -> Void = { _ in }
     }
 
     private init(persistence: StorePersistence, contents: StorePersistence.Contents) {
@@ -121,12 +114,6 @@ public final class DurableStore: Sendable {
         return DurableStore(persistence: persistence, contents: contents)
     }
 
-    /// Sets the function called where each commit ran (the commit queue or the connection's thread), in serial
-    /// order, with what the commit changed, after its writers are answered.
-    public func setCommitHandler(_ handler: @escaping @Sendable ([CommittedChange]) -> Void) {
-        writer.withLock { $0.commitHandler = handler }
-    }
-
     /// The serial of the last commit.
     public var serial: UInt64 { committed.withLock { $0.serial } }
 
@@ -138,44 +125,36 @@ public final class DurableStore: Sendable {
 
     // MARK: - Writing
 
-    /// Validates a changeset and commits it atomically; returns its serial once it is durable.
-    ///
-    /// A changeset that changes nothing (it resets keys that have no user value and registers only schemas
-    /// that are registered already) commits nothing and returns the current serial.
-    ///
-    /// - Throws: ``SettingsError``: `TypeMismatch`, `OutOfRange`, `InvalidValue`, `TooLarge` for a refused
-    ///   value; `SchemaConflict`; `Conflict` for a failed compare-and-set; `StoreFailure` when the commit
-    ///   fails. A refused changeset stores nothing.
-    public func apply(_ changeset: Changeset) async throws(SettingsError) -> UInt64 {
-        try await handOff { deliver in submit(changeset, completion: deliver) }.get()
+    /// What ``stage(_:for:)`` did with a changeset.
+    enum Staging {
+        /// Refused, or it changes nothing: the writer's answer, to send now.
+        case answered(Result<UInt64, SettingsError>)
+        /// Staged, to be answered by the commit that writes it. `startsCommit` says that no commit was in
+        /// flight, so the caller must start one (``WritePath``); `mayRunInline` that the last commit was fast.
+        case staged(startsCommit: Bool, mayRunInline: Bool)
     }
 
-    /// ``apply(_:)`` without waiting: validates and stages the changeset at once, on the calling thread, and
-    /// calls `completion` when it is committed or at once when it is refused.
+    /// Validates a changeset and stages it for the next commit, at once, on the calling thread; it never
+    /// blocks on the disk. The store keeps `waiter` beside it, untouched, and gives it back with the changeset's
+    /// answer from ``commitNext(limit:waitingForLocks:)`` (or at once in ``Staging/answered(_:)``).
     ///
-    /// It never blocks on the disk, so the D-Bus export calls it on the connection's thread. When it starts a
-    /// commit, a commit of at most ``inlineCommitLimit`` writes is offered to `placement` (the D-Bus export's:
-    /// the connection's thread once the calls read so far are dispatched, which saves two thread wake-ups per
-    /// durable write); anything larger, anything that arrives meanwhile, every commit `placement` declines, and
-    /// every commit after one slower than ``slowCommit`` until one is fast again, goes to the commit queue.
-    public func submit(
-        _ changeset: Changeset, placement: (any CommitPlacement)? = nil, completion: @escaping Completion
-    ) {
-        enum Outcome {
-            case answered(Result<UInt64, SettingsError>)
-            case queued(startCommit: Bool, mayRunInline: Bool)
-        }
+    /// A changeset that changes nothing (it resets keys that have no user value and registers only schemas
+    /// that are registered already) stages nothing and is answered with the current serial.
+    ///
+    /// Refusals: ``SettingsError`` `TypeMismatch`, `OutOfRange`, `InvalidValue`, `TooLarge` for a refused
+    /// value; `SchemaConflict`; `Conflict` for a failed compare-and-set; `StoreFailure` for a store that is
+    /// read-only or closing. A refused changeset stores nothing.
+    func stage(_ changeset: Changeset, for waiter: WriteWaiter) -> Staging {
         // The checks that need no state run before the lock: for a large changeset they are most of the work,
         // and the lock holds up the connection's thread when a `Set` arrives meanwhile.
         for (key, value) in changeset.sets {
             do throws(SettingsError) {
                 try value.validateForStorage(at: key)
             } catch {
-                completion(.failure(error))
-                return
+                return .answered(.failure(error))
             }
         }
-        let outcome: Outcome = writer.withLock { state in
+        return writer.withLock { state in
             guard !state.closed else {
                 return .answered(.failure(.storeFailure("the broker is shutting down; retry in a moment")))
             }
@@ -203,21 +182,14 @@ public final class DurableStore: Sendable {
             for key in resolved.unregistrations {
                 state.stagedSchemas[key] = .some(nil)
             }
-            state.accumulating.append((resolved, completion))
-            guard !state.commitInFlight else { return .queued(startCommit: false, mayRunInline: false) }
+            state.accumulating.append((resolved, waiter))
+            guard !state.commitInFlight else { return .staged(startsCommit: false, mayRunInline: false) }
             state.commitInFlight = true
-            return .queued(startCommit: true, mayRunInline: !state.lastCommitWasSlow)
-        }
-        switch outcome {
-        case .answered(let result): completion(result)
-        case .queued(let startCommit, let mayRunInline):
-            guard startCommit else { return }
-            if mayRunInline, let placement, placement.place({ self.commitSmallBatch() }) { return }
-            commitQueue.place { self.commitAccumulated() }
+            return .staged(startsCommit: true, mayRunInline: !state.lastCommitWasSlow)
         }
     }
 
-    /// The most writes a commit may hold to run outside the commit queue (``submit(_:placement:completion:)``).
+    /// The most writes a commit may hold to run outside the commit queue (``WritePath``).
     public static let inlineCommitLimit = 32
 
     /// A commit that takes longer than this (a slow or busy disk) sends the next one to the commit queue, and

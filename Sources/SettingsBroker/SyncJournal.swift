@@ -61,7 +61,7 @@ public protocol StoreSync: Sendable {
     /// Called once the store is open, before the broker takes its bus name: turns sync on for the store
     /// (``DurableStore/enableSync(_:)``) and starts syncing in the background. It must not wait for the
     /// database.
-    func start(store: DurableStore) async
+    func start(writes: WritePath) async
     /// Called when the broker stops, before the store is closed: ends the syncing.
     func stop() async
     /// The fields `Status` reports (`sync-state`, …).

@@ -10,7 +10,8 @@ extension SyncLink {
     /// The first sync of this store: a copy aside for `--sync-restore`, then this machine's user values of
     /// synced keys queued with the join's version (they win over older remote values, lose to newer ones).
     /// Returns how many were queued; a store that joined already queues nothing.
-    func join(_ store: DurableStore) async throws -> Int {
+    func join(_ writes: WritePath) async throws -> Int {
+        let store = writes.store
         guard try await store.syncState("joined") == nil else { return 0 }
         try await store.copyBeforeSync()
         let settings = SyncSettings(directories: configuration.directories, machine: configuration.machineID, clock: clock)
@@ -29,7 +30,8 @@ extension SyncLink {
     }
 
     /// The oldest queued changes, at most `limit` and about ``SyncCall/batchBytes`` of values (at least one).
-    func take(limit: Int, _ store: DurableStore) async throws -> [SyncChange] {
+    func take(limit: Int, _ writes: WritePath) async throws -> [SyncChange] {
+        let store = writes.store
         var changes = try await store.queuedSyncChanges(limit: max(1, limit))
         var bytes = 0
         for (index, change) in changes.enumerated() {
@@ -44,7 +46,8 @@ extension SyncLink {
 
     /// Removes changes the database took from the queue, with the versions it gave them. A version may only
     /// be the change's own or one the database clamped (an older clock of the same machine).
-    func acknowledge(_ pushed: [DBusValue], _ versions: [DBusValue], _ store: DurableStore) async throws {
+    func acknowledge(_ pushed: [DBusValue], _ versions: [DBusValue], _ writes: WritePath) async throws {
+        let store = writes.store
         var changes: [SyncChange] = []
         var given: [SyncVersion] = []
         for (change, version) in zip(pushed, versions) {
@@ -92,7 +95,8 @@ extension SyncLink {
     /// The order matters: the clock observes the rows first, so that any local commit validated after
     /// `checked` has a newer version than theirs; the store's commits up to `checked` have their versions in
     /// `local`; a key written after `checked` is left alone by the commit itself (``RemoteChanges/checkedSerial``).
-    func apply(_ rows: [RemoteRow], refused: [RefusedRow], upTo last: Int64, _ store: DurableStore) async throws {
+    func apply(_ rows: [RemoteRow], refused: [RefusedRow], upTo last: Int64, _ writes: WritePath) async throws {
+        let store = writes.store
         if let first = refused.first {
             logger.warning(
                 "sync: rows of the database cannot be applied here and are skipped",
@@ -123,7 +127,7 @@ extension SyncLink {
             var end = start + 1
             while end < newer.count && newer[end].machineName == newer[start].machineName { end += 1 }
             let run = Array(newer[start..<end])
-            try await commit(run, cursor: end == newer.count ? last : run.last!.revision, checked: checked, store)
+            try await commit(run, cursor: end == newer.count ? last : run.last!.revision, checked: checked, writes)
             start = end
         }
         // Also when the last commit had nothing left to write (its keys were all written here meanwhile) or
@@ -136,7 +140,7 @@ extension SyncLink {
     /// refuses, a locked key), commits them one by one and skips the refused ones, with a log line each (the
     /// cursor then moves with the last change committed, and ``apply(_:refused:upTo:_:)`` sets it past the
     /// run).
-    private func commit(_ run: [RemoteRow], cursor: Int64, checked: UInt64, _ store: DurableStore) async throws {
+    private func commit(_ run: [RemoteRow], cursor: Int64, checked: UInt64, _ writes: WritePath) async throws {
         let origin = DurableStore.syncOrigin(machineName: run[0].machineName)
         func changeset(_ rows: ArraySlice<RemoteRow>, cursor: Int64?) -> Changeset {
             var changeset = Changeset(origin: origin)
@@ -153,13 +157,13 @@ extension SyncLink {
             return changeset
         }
         do {
-            _ = try await store.apply(changeset(run[...], cursor: cursor))
+            _ = try await writes.apply(changeset(run[...], cursor: cursor))
             noteApplied(run.map(\.change.key))
         } catch {
             guard error.code != .storeFailure else { throw error }
             for index in run.indices {
                 do {
-                    _ = try await store.apply(changeset(run[index...index], cursor: index == run.count - 1 ? cursor : nil))
+                    _ = try await writes.apply(changeset(run[index...index], cursor: index == run.count - 1 ? cursor : nil))
                     noteApplied([run[index].change.key])
                 } catch {
                     guard error.code != .storeFailure else { throw error }

@@ -45,7 +45,7 @@ public final class SyncLink: StoreSync {
         var refused: [(key: String, text: String)] = []
     }
 
-    /// Makes the link; nothing happens before the broker calls ``start(store:)``.
+    /// Makes the link; nothing happens before the broker calls ``start(writes:)``.
     public init(configuration: SyncConfiguration, process: SyncProcess, logger: Logger) {
         self.configuration = configuration
         self.process = process
@@ -53,7 +53,8 @@ public final class SyncLink: StoreSync {
         self.clock = HybridLogicalClock(offsetMilliseconds: configuration.clockOffsetMilliseconds)
     }
 
-    public func start(store: DurableStore) async {
+    public func start(writes: WritePath) async {
+        let store = writes.store
         store.enableSync(
             SyncSettings(
                 directories: configuration.directories, machine: configuration.machineID, clock: clock,
@@ -66,7 +67,7 @@ public final class SyncLink: StoreSync {
             $0.cursor = cursor
             $0.queued = queued
         }
-        let running = Task { await self.supervise(store) }
+        let running = Task { await self.supervise(writes) }
         task.withLock { $0 = running }
     }
 
@@ -98,7 +99,7 @@ public final class SyncLink: StoreSync {
 
     /// Starts the sync process (or reaches it), serves it until its channel closes, and starts it again after
     /// a growing wait, until the broker stops.
-    private func supervise(_ store: DurableStore) async {
+    private func supervise(_ writes: WritePath) async {
         var failures = 0
         while !Task.isCancelled {
             let began = ContinuousClock.now
@@ -107,7 +108,7 @@ public final class SyncLink: StoreSync {
                 let running = try process.open()
                 state.withLock { $0.channel = running.channel }
                 if Task.isCancelled { running.channel.close("the broker is stopping") }
-                await serve(running.channel, store)
+                await serve(running.channel, writes)
                 state.withLock { $0.channel = nil }
                 let reason = running.channel.closedReason?.reason ?? "the channel closed"
                 let ending = await running.end()
@@ -138,7 +139,7 @@ public final class SyncLink: StoreSync {
     /// Answers the sync process's calls, one at a time, until the channel closes. A call that breaks the
     /// protocol (unknown, out of order, arguments of the wrong type) is answered with an error; the process
     /// gets no second chance to break it, and its channel is closed.
-    private func serve(_ channel: MessageChannel, _ store: DurableStore) async {
+    private func serve(_ channel: MessageChannel, _ writes: WritePath) async {
         var greeted = false
         for await message in channel.incoming {
             guard message.kind == .methodCall, let member = message.member else { continue }
@@ -146,7 +147,7 @@ public final class SyncLink: StoreSync {
                 guard greeted || member == SyncCall.hello else {
                     throw SyncCall.badArguments(member, "the sync process must call Hello first")
                 }
-                let reply = try await answer(member, message.body, store)
+                let reply = try await answer(member, message.body, writes)
                 greeted = true
                 channel.reply(to: message, reply)
             } catch let error as SettingsError {
@@ -162,7 +163,8 @@ public final class SyncLink: StoreSync {
         }
     }
 
-    private func answer(_ member: MemberName, _ body: [DBusValue], _ store: DurableStore) async throws -> [DBusValue] {
+    private func answer(_ member: MemberName, _ body: [DBusValue], _ writes: WritePath) async throws -> [DBusValue] {
+        let store = writes.store
         switch member {
         case SyncCall.hello:
             guard body.count == 1, case .uint32(let version) = body[0] else { throw SyncCall.badArguments(member, "takes (u)") }
@@ -176,17 +178,17 @@ public final class SyncLink: StoreSync {
             return [configuration.channelValue, .int64(cursor), .boolean(joined)]
         case SyncCall.join:
             guard body.isEmpty else { throw SyncCall.badArguments(member, "takes no arguments") }
-            return [.uint32(UInt32(clamping: try await join(store)))]
+            return [.uint32(UInt32(clamping: try await join(writes)))]
         case SyncCall.take:
             guard body.count == 1, case .uint32(let limit) = body[0] else { throw SyncCall.badArguments(member, "takes (u)") }
-            return [.array(SyncChange.channelType, try await take(limit: Int(min(limit, 1000)), store).map(\.channelValue))]
+            return [.array(SyncChange.channelType, try await take(limit: Int(min(limit, 1000)), writes).map(\.channelValue))]
         case SyncCall.acknowledge:
             guard body.count == 2, case .array(_, let pushed) = body[0], case .array(_, let versions) = body[1],
                 pushed.count == versions.count
             else {
                 throw SyncCall.badArguments(member, "takes (a(savts)a(ts)) of one length")
             }
-            try await acknowledge(pushed, versions, store)
+            try await acknowledge(pushed, versions, writes)
             return [.int64(Int64(state.withLock { $0.queued }))]
         case SyncCall.apply:
             guard body.count == 3, case .array(_, let rows) = body[0], case .array(_, let refused) = body[1],
@@ -201,7 +203,7 @@ public final class SyncLink: StoreSync {
                         throw SyncCall.badArguments(member, "a refused row is (sss)")
                     }
                     return row
-                }, upTo: last, store)
+                }, upTo: last, writes)
             return []
         case SyncCall.report:
             guard body.count == 1, let fields = Settings1.ValueMap(body[0]) else {

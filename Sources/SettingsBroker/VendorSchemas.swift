@@ -41,7 +41,8 @@ final class VendorSchemas: Sendable {
 
     /// The folders searched, first first.
     let directories: [String]
-    private let store: DurableStore
+    private let writes: WritePath
+    private var store: DurableStore { writes.store }
     private let report: @Sendable (Event) -> Void
     private let queue: DispatchQueue
     private let folders: FolderWatch
@@ -54,11 +55,11 @@ final class VendorSchemas: Sendable {
     }
 
     init(
-        directories: [String], store: DurableStore, pollingFolders: Bool = false,
+        directories: [String], writes: WritePath, pollingFolders: Bool = false,
         report: @escaping @Sendable (Event) -> Void
     ) {
         self.directories = directories
-        self.store = store
+        self.writes = writes
         self.report = report
         queue = DispatchQueue(label: "settings-vendor-schemas")
         folders = FolderWatch(queue: queue, alwaysLook: pollingFolders)
@@ -167,11 +168,12 @@ final class VendorSchemas: Sendable {
         guard !changed.isEmpty else { return nil }
         let result = Locked<Result<UInt64, SettingsError>?>(nil)
         let semaphore = DispatchSemaphore(value: 0)
-        store.submit(Changeset(registrations: changed.map { ($0.key, $0.value) }, origin: "schema file \(file)")) {
-            outcome in
-            result.withLock { $0 = outcome }
-            semaphore.signal()
-        }
+        writes.write(
+            Changeset(registrations: changed.map { ($0.key, $0.value) }, origin: "schema file \(file)"),
+            for: .then { outcome in
+                result.withLock { $0 = outcome }
+                semaphore.signal()
+            })
         semaphore.wait()
         switch result.withLock({ $0 }) {
         case .failure(let error)?:

@@ -74,9 +74,9 @@ struct CommitPlacementTests {
         }
     }
 
-    /// Where a submitted changeset was committed, and its answer.
+    /// Where a written changeset was committed, and its answer.
     struct Placement {
-        /// Whether the store gave the placement the commit.
+        /// Whether the write path gave the placement the commit.
         var offered: Bool
         /// Whether the commit ran where the placement put it (its thread answered the writer).
         var ranThere: Bool
@@ -93,13 +93,14 @@ struct CommitPlacementTests {
         }
     }
 
-    /// Submits a changeset with a placement that keeps the work it is given and runs it on a thread of its own,
+    /// Writes a changeset through the write path with a placement that keeps the work it is given and runs it on a thread of its own,
     /// as a connection's thread would, and says where the changeset was committed.
     static func place(_ changeset: Changeset, in store: DurableStore) async throws -> Placement {
         let works = Locked<[@Sendable () -> Void]>([])
         let answers = Mailbox<(thread: pthread_t, result: Result<UInt64, SettingsError>)>()
         let serialBefore = store.serial
-        store.submit(changeset, placement: Keeping(works: works)) { result in answers.push((pthread_self(), result)) }
+        WritePath(store: store).write(
+            changeset, for: .then { result in answers.push((pthread_self(), result)) }, placement: Keeping(works: works))
         let work = works.withLock { $0 }
         #expect(work.count <= 1)
         var placementThread: pthread_t?
@@ -124,7 +125,7 @@ struct CommitPlacementTests {
         guard case .element(let answer) = await answers.next(timeLimit: .seconds(10)) else {
             throw TestFailure("the changeset was not committed")
         }
-        // The writer is answered before the commit ends: wait for its end, so the next submit starts a commit.
+        // The writer is answered before the commit ends: wait for its end, so the next write starts a commit.
         await store.flush()
         return Placement(offered: placementThread != nil, ranThere: placementThread == answer.thread, result: answer.result)
     }

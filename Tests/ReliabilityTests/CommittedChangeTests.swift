@@ -13,25 +13,27 @@ struct CommittedChangeTests {
         let directory = try StoreDirectory()
         defer { directory.remove() }
         let store = try await DurableStore.open(path: directory.store)
-        let changes = Mailbox<CommittedChange>()
-        store.setCommitHandler { committed in committed.forEach(changes.push) }
         _ = try await StoreCalls.set(store, "/test/order/a", .int32(1))
-        guard case .element = await changes.next(timeLimit: .seconds(10)) else {
-            Issue.record("no change reported for the first commit")
-            return
-        }
 
         // When: one changeset sets keys out of order and registers a schema of another type for a stored key,
-        // whose effective value becomes the schema's default.
-        _ = try await store.apply(
+        // whose effective value becomes the schema's default, and is committed.
+        let staged = store.stage(
             Changeset(
                 sets: [(try SettingPath("/test/order/c"), .int32(3)), (try SettingPath("/test/order/b"), .int32(2))],
                 registrations: [(try SettingPath("/test/order/a"), SettingSchema(defaultValue: .string("default")))],
-                origin: "test"))
+                origin: "test"),
+            for: .then { _ in })
+        guard case .staged(startsCommit: true, _) = staged, let batch = store.takeBatch(limit: nil),
+            let outcome = store.commit(batch)
+        else {
+            Issue.record("the changeset was not staged and committed: \(staged)")
+            return
+        }
+        #expect(store.endCommitting())
 
         // Then: its change lists every changed key once, in key order.
-        guard case .element(let change) = await changes.next(timeLimit: .seconds(10)) else {
-            Issue.record("no change reported for the second commit")
+        guard outcome.changes.count == 1, let change = outcome.changes.first else {
+            Issue.record("one change expected, got \(outcome.changes.count)")
             return
         }
         #expect(change.values.map(\.key) == ["/test/order/a", "/test/order/b", "/test/order/c"])

@@ -10,7 +10,7 @@ import SettingsModel
 enum StoreCalls {
     /// Stores one value in its own commit; returns the commit's serial.
     static func set(_ store: DurableStore, _ key: String, _ value: DBusValue) async throws -> UInt64 {
-        try await store.apply(Changeset(sets: [(try SettingPath(key), value)], origin: "test"))
+        try await WritePath(store: store).apply(Changeset(sets: [(try SettingPath(key), value)], origin: "test"))
     }
 
     /// Finishes the commits in flight and closes the file, as the broker does when it stops.

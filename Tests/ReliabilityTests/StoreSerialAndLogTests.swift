@@ -12,7 +12,7 @@ import Testing
 @Suite(.timeLimit(.minutes(3)))
 struct StoreSerialAndLogTests {
     static func reset(_ store: DurableStore, _ key: String) async throws -> UInt64 {
-        try await store.apply(Changeset(resets: [.key(try SettingPath(key))], origin: "test"))
+        try await WritePath(store: store).apply(Changeset(resets: [.key(try SettingPath(key))], origin: "test"))
     }
 
     static func reopen(_ store: DurableStore, _ path: String) async throws -> DurableStore {
@@ -92,7 +92,7 @@ struct StoreSerialAndLogTests {
         // When: one transaction larger than the log, then one more commit.
         let big = String(repeating: "x", count: 64 * 1024)
         let sets = try (0..<24).map { (try SettingPath("/test/log/big\($0)"), DBusValue.string(big)) }
-        _ = try await store.apply(Changeset(sets: sets, origin: "test"))
+        _ = try await WritePath(store: store).apply(Changeset(sets: sets, origin: "test"))
         #expect((Self.size(of: log) ?? 0) > StorePersistence.logBytes)
         _ = try await StoreCalls.set(store, "/test/log/after", .int32(1))
         // Then: the file is cut back to its size, and every value is there after a restart.

@@ -27,7 +27,7 @@ struct SyncOutboxTests {
         store.enableSync(try Self.settings())
 
         // Given: a secret key and a machine-local key registered under the synced directory.
-        _ = try await store.apply(
+        _ = try await WritePath(store: store).apply(
             Changeset(
                 registrations: [
                     (try Self.key("/sync/token"), SettingSchema(defaultValue: .string(""), isSecret: true)),
@@ -35,14 +35,14 @@ struct SyncOutboxTests {
                 ], origin: "test"))
         // When: one commit writes them, a plain key beside them and a key outside the synced directory, and a
         // second commit resets the plain key.
-        _ = try await store.apply(
+        _ = try await WritePath(store: store).apply(
             Changeset(
                 sets: [
                     (try Self.key("/sync/token"), .string("hunter2")), (try Self.key("/sync/monitor"), .int32(2)),
                     (try Self.key("/sync/theme"), .string("dark")), (try Self.key("/other/x"), .int32(1)),
                 ], origin: "test"))
         let queuedAfterSet = try await store.queuedSyncChanges(limit: 100)
-        _ = try await store.apply(Changeset(resets: [.key(try Self.key("/sync/theme"))], origin: "test"))
+        _ = try await WritePath(store: store).apply(Changeset(resets: [.key(try Self.key("/sync/theme"))], origin: "test"))
 
         // Then: only the plain key was queued, with the value, then replaced by its reset (a tombstone).
         #expect(queuedAfterSet.map(\.key.rawValue) == ["/sync/theme"])
@@ -70,7 +70,7 @@ struct SyncOutboxTests {
         let settings = try Self.settings()
         store.enableSync(settings)
         let key = try Self.key("/sync/theme")
-        _ = try await store.apply(Changeset(sets: [(key, .string("before"))], origin: "test"))
+        _ = try await WritePath(store: store).apply(Changeset(sets: [(key, .string("before"))], origin: "test"))
 
         // Given: the engine's steps before a commit: the clock sees the pulled version, the serial is read and
         // the local versions (older than the pulled one) are read.
@@ -80,12 +80,12 @@ struct SyncOutboxTests {
         let local = try await store.syncVersions(of: [key])
         #expect(try #require(local[key]) < remote)
         // And: a local write in between.
-        _ = try await store.apply(Changeset(sets: [(key, .string("mine"))], origin: "test"))
+        _ = try await WritePath(store: store).apply(Changeset(sets: [(key, .string("mine"))], origin: "test"))
 
         // When: the pulled change is committed.
         var changeset = Changeset(sets: [(key, .string("theirs"))], origin: DurableStore.syncOrigin(machineName: "b"))
         changeset.remote = RemoteChanges(versions: [key: remote], cursor: 7, checkedSerial: checked)
-        _ = try await store.apply(changeset)
+        _ = try await WritePath(store: store).apply(changeset)
 
         // Then: the local write stays, with a version newer than the pulled one, queued for the database.
         #expect(try store.get(key) == .string("mine"))
@@ -107,7 +107,7 @@ struct SyncOutboxTests {
         do {
             let store = try await DurableStore.open(path: path)
             store.enableSync(try Self.settings())
-            _ = try await store.apply(
+            _ = try await WritePath(store: store).apply(
                 Changeset(sets: [(try Self.key("/sync/a"), .int32(1)), (try Self.key("/sync/b"), .int32(2))], origin: "t"))
             await store.close()
             store.persistence.close()
@@ -128,14 +128,14 @@ struct SyncOutboxTests {
         let path = directory.url.appendingPathComponent("settings.db").path
         let store = try await DurableStore.open(path: path)
         // Sync off: nothing is queued.
-        _ = try await store.apply(Changeset(sets: [(try Self.key("/sync/early"), .int32(1))], origin: "t"))
+        _ = try await WritePath(store: store).apply(Changeset(sets: [(try Self.key("/sync/early"), .int32(1))], origin: "t"))
         #expect(try await store.queuedSyncCount() == 0)
 
         store.enableSync(try Self.settings())
         let remoteVersion = SyncVersion(clock: 42 << 16, machine: "machine-b")
         var changeset = Changeset(sets: [(try Self.key("/sync/remote"), .string("from b"))], origin: "sync:b")
         changeset.remote = RemoteChanges(versions: [try Self.key("/sync/remote"): remoteVersion], cursor: 7)
-        _ = try await store.apply(changeset)
+        _ = try await WritePath(store: store).apply(changeset)
         #expect(try await store.queuedSyncCount() == 0)
         #expect(try await store.syncVersions(of: [try Self.key("/sync/remote")]).values.first == remoteVersion)
         #expect(try await store.syncState("cursor") == 7)
@@ -154,14 +154,14 @@ struct SyncOutboxTests {
         let untouched = try Self.key("/sync/fresh")
         // Given: a value of /sync/token the database has taken (acknowledged), and one of /sync/pin still
         // queued.
-        _ = try await store.apply(Changeset(sets: [(pushed, .string("hunter2"))], origin: "t"))
+        _ = try await WritePath(store: store).apply(Changeset(sets: [(pushed, .string("hunter2"))], origin: "t"))
         let first = try await store.queuedSyncChanges(limit: 10)
         try await store.acknowledgeSyncChanges(first, as: first.map(\.version))
         #expect(try await store.queuedSyncCount() == 0)
-        _ = try await store.apply(Changeset(sets: [(queuedOnly, .string("1234"))], origin: "t"))
+        _ = try await WritePath(store: store).apply(Changeset(sets: [(queuedOnly, .string("1234"))], origin: "t"))
 
         // When: both are registered again as secret, with a key that never had a value.
-        _ = try await store.apply(
+        _ = try await WritePath(store: store).apply(
             Changeset(
                 registrations: [pushed, queuedOnly, untouched].map { ($0, SettingSchema(defaultValue: .string(""), isSecret: true)) },
                 origin: "t"))
@@ -172,7 +172,7 @@ struct SyncOutboxTests {
         #expect(queued.allSatisfy { $0.value == nil })
         #expect(queued.allSatisfy { $0.version > first[0].version })
         // And: a later write of the secret keys queues nothing.
-        _ = try await store.apply(Changeset(sets: [(pushed, .string("hunter3"))], origin: "t"))
+        _ = try await WritePath(store: store).apply(Changeset(sets: [(pushed, .string("hunter3"))], origin: "t"))
         #expect(try await store.queuedSyncChanges(limit: 10).allSatisfy { $0.value == nil })
         await store.close()
         store.persistence.close()
@@ -204,7 +204,7 @@ struct SyncOutboxTests {
         #expect(store.serial == 3)
         #expect(store.userValueCount == 1)
         // A machine-local registration is kept across a reopen.
-        _ = try await store.apply(
+        _ = try await WritePath(store: store).apply(
             Changeset(
                 registrations: [(try Self.key("/sync/local"), SettingSchema(defaultValue: .int32(0), isMachineLocal: true))],
                 origin: "t"))
