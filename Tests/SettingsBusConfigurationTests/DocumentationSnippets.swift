@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 
-// The samples of the README's "Using swift-configuration" and of the library's documentation comments, word
-// for word (DocumentationTests checks that each is here), so that a sample that stops compiling fails the build.
+// The samples of the module's DocC catalog (Sources/SettingsBusConfiguration/Documentation.docc) and of the
+// library's documentation comments, word for word (DocumentationTests checks that each is here), so that a
+// sample that stops compiling fails the build.
 
 import Configuration
 import SettingsBus

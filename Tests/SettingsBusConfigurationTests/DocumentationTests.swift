@@ -7,29 +7,32 @@ import SettingsBus
 import SettingsBusTesting
 import Testing
 
-/// The samples of the README's section "Using swift-configuration" and of the documentation comments are
-/// compiled (DocumentationSnippets.swift), and run on a private bus with the real broker.
+/// The samples of the module's DocC catalog (Sources/SettingsBusConfiguration/Documentation.docc) and of the
+/// documentation comments are compiled (DocumentationSnippets.swift), and run on a private bus with the real
+/// broker. A Package.swift fragment (a block that starts with `dependencies:`) is evaluated as a manifest by
+/// SettingsCtlTests' ManifestTests instead.
 @Suite(.timeLimit(.minutes(2)))
 struct DocumentationTests {
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
 
-    /// The Swift blocks of the README's section and of the library's documentation comments, each line without
-    /// its leading spaces (and `///`).
+    /// The Swift blocks of the catalog's articles and of the library's documentation comments, each line
+    /// without its leading spaces (and `///`); Package.swift fragments left out.
     static func sampleBlocks() throws -> [[String]] {
-        let readme = try String(contentsOf: repository.appendingPathComponent("README.md"), encoding: .utf8)
-        let start = try #require(readme.range(of: "\n## Using swift-configuration\n"))
-        let rest = readme[start.upperBound...]
-        let section = rest.range(of: "\n## ").map { rest[..<$0.lowerBound] } ?? rest
         let sources = repository.appendingPathComponent("Sources/SettingsBusConfiguration")
-        var texts = [String(section)]
+        let catalog = sources.appendingPathComponent("Documentation.docc")
+        var texts: [String] = []
+        for article in try FileManager.default.contentsOfDirectory(atPath: catalog.path) where article.hasSuffix(".md") {
+            texts.append(try String(contentsOf: catalog.appendingPathComponent(article), encoding: .utf8))
+        }
+        #expect(!texts.isEmpty, "no article in \(catalog.path)")
         for file in try FileManager.default.contentsOfDirectory(atPath: sources.path) where file.hasSuffix(".swift") {
             let text = try String(contentsOf: sources.appendingPathComponent(file), encoding: .utf8)
             texts.append(
                 text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
                     .filter { $0.hasPrefix("///") }.map { $0.dropFirst(3) }.joined(separator: "\n"))
         }
-        return texts.flatMap(swiftBlocks)
+        return texts.flatMap(swiftBlocks).filter { $0.first?.hasPrefix("dependencies:") != true }
     }
 
     /// The Swift blocks of a Markdown text, each line without its leading spaces.

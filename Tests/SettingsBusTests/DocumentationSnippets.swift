@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 
-// The code of the SettingsBus documentation (Sources/SettingsBus/Documentation.docc), compiled here: each
-// ```swift block of an article appears in this file word for word (DocumentationTests checks that), so a
-// sample that stops compiling fails the build.
+// The code of the SettingsBus documentation (Sources/SettingsBus/Documentation.docc) and of the README's
+// client sample, compiled here: each ```swift block of an article appears in this file word for word, and
+// each line of the README's in order (DocumentationTests and SettingsCtlTests' DocumentationBlockTests check
+// that), so a sample that stops compiling fails the build. The articles' Package.swift fragments are checked
+// by SettingsCtlTests' ManifestTests instead.
 
 import SettingsBus
 import SettingsBusTesting
@@ -73,6 +75,26 @@ func follow(settings: some SettingsStore, apply: (ColorScheme) -> Void) async {
     }
 }
 
+// MARK: EvolvingSettings.md
+
+extension SettingKey {
+    static var fontPoints: SettingKey<Int32> { .init("/org/example/app/font-points", default: 11) }
+    static var textSize: SettingKey<Double> { .init("/org/example/app/text-size", default: 11) }
+}
+
+func upgradeToVersion2(settings: some SettingsStore) async throws {
+    try await settings.migrate(from: .fontPoints, to: .textSize) { points in Double(points) }
+    try await settings.unregister(.fontPoints)
+}
+
+func registerBesideANewerVersion(settings: some SettingsStore) async throws {
+    do {
+        try await settings.register(.tabWidth)
+    } catch where error.code == .schemaConflict {
+        // A newer version registered a wider schema, which accepts every value this one writes.
+    }
+}
+
 // MARK: ImplementingAStore.md
 
 @Test(arguments: SettingsStoreConformance.checks)
@@ -86,4 +108,22 @@ func myStoreConforms(_ check: SettingsStoreConformance.Check) async throws {
     let settings = InMemorySettingsStore()
     try await settings.set(.fontSize, to: 14)
     #expect(try await settings.get(.fontSize) == 14)
+}
+
+// MARK: README.md (each line in order; the statements sit in a function)
+
+enum Theme: String, SettingValue { case light, dark, highContrast = "high-contrast" }   // stored as 's'
+
+extension SettingKey where Value == Theme {
+    static var theme: Self { .init("/org/example/app/theme", default: .light) }
+}
+
+/// The README's sample on the session bus (compiled, not run: the tests never use the session bus).
+func followTheThemeOnTheSessionBus() async throws {
+    let settings = BusSettingsStore()                 // the session bus; the first call starts the broker
+    try await settings.register(.theme)               // the broker now refuses other types, from anyone
+    try await settings.set(.theme, to: .dark)
+    for await theme in settings.values(for: .theme) { // the current value, then every change, from any process
+        print("theme: \(theme)")
+    }
 }
