@@ -69,12 +69,15 @@ struct CheckAdminTests {
         }
     }
 
-    /// The README's one line that converts a dconf system database's source folder, run on one, then checked
-    /// and served by a broker.
-    @Test func theReadmesLineConvertsADconfSystemDatabaseSource() async throws {
-        let readme = try String(contentsOf: Ctl.repository.appendingPathComponent("README.md"), encoding: .utf8)
+    /// The one line of settingsbus(7) that converts a dconf system database's source folder, run on one, then
+    /// checked and served by a broker.
+    @Test func theManualsLineConvertsADconfSystemDatabaseSource() async throws {
+        // The page is roff: a minus is written \-, a backslash \e.
+        let manual = try String(
+            contentsOf: Ctl.repository.appendingPathComponent("docs/man/settingsbus.7"), encoding: .utf8
+        ).replacingOccurrences(of: "\\-", with: "-").replacingOccurrences(of: "\\e", with: "\\")
         let prefix = "src=/etc/dconf/db/local.d dst=/etc/settingsbus;"
-        let line = try #require(readme.split(separator: "\n").first { $0.hasPrefix(prefix) }, "the README's line")
+        let line = try #require(manual.split(separator: "\n").first { $0.hasPrefix(prefix) }, "the manual's line")
         let source = try Self.folder([
             "00-background": "# Company wallpaper\n[org/gnome/desktop/background]\npicture-uri='file:///usr/share/backgrounds/company.png'\n",
             "01-editor": "[org/example/editor]\nfont-size=uint32 12\n",

@@ -142,9 +142,9 @@ struct DconfImportTests {
 
     enum Theme: String, SettingValue, Sendable { case light, dark }
 
-    /// The migration path of the README, `dconf dump / | settingsctl load /`, ends with every value readable
-    /// by an app that declares its keys with natural Swift types: dconf writes `int32`, `uint32` and bytes
-    /// where the app says `Int`, and an integer where it says `Double`.
+    /// The migration path of docs/scripting.md, `dconf dump / | settingsctl load /`, ends with every value
+    /// readable by an app that declares its keys with natural Swift types: dconf writes `int32`, `uint32` and
+    /// bytes where the app says `Int`, and an integer where it says `Double`.
     @Test func aDconfDumpLoadedIsReadThroughTypedKeysWithNoValueLost() async throws {
         let fontSize = SettingKey<Int>("/org/example/app/font-size", default: 11)
         let launches = SettingKey<Int>("/org/example/app/launches", default: 0)

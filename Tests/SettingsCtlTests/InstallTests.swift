@@ -6,7 +6,8 @@ import SettingsBusTesting
 import Testing
 
 /// `scripts/install` and `scripts/uninstall` under a temporary prefix, and D-Bus activation through the
-/// installed activation file.
+/// installed activation file: the README's two install commands, run as written (the install with a
+/// `--prefix` added).
 ///
 /// The install reuses the debug build (`SETTINGSBUS_SKIP_BUILD=1`, `SETTINGSBUS_BIN_DIR`); `HOME` and
 /// `XDG_RUNTIME_DIR` point into the temporary folder so that nothing reaches the user's systemd or files.
@@ -15,7 +16,8 @@ struct InstallTests {
     static let installedFiles = [
         "bin/settings-broker", "bin/settingsctl", "share/dbus-1/services/io.github.settingsbus.Settings1.service",
         "share/systemd/user/settings-broker.service", "share/doc/settingsbus/README.md",
-        "share/man/man1/settingsctl.1", "share/man/man1/settings-broker.1",
+        "share/man/man1/settingsctl.1", "share/man/man1/settings-broker.1", "share/man/man7/settingsbus.7",
+        "share/man/man1/settings-sync.1",
         "share/bash-completion/completions/settingsctl", "share/zsh/site-functions/_settingsctl",
         "share/fish/vendor_completions.d/settingsctl.fish",
     ]
@@ -27,6 +29,10 @@ struct InstallTests {
         try FileManager.default.createDirectory(at: config, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: root) }
         let isolation = ["HOME": root.path, "XDG_RUNTIME_DIR": root.path, "XDG_CONFIG_HOME": config.path]
+        let readme = try DocumentationBlocks.block(in: "README.md", under: "Install").commands
+        try #require(readme.count == 2 && readme[0] == "scripts/install", "\(readme)")
+        let check = readme[1].split(separator: " ").map(String.init)
+        try #require(check.first == "settingsctl", "\(readme)")
         let builtFolder = URL(fileURLWithPath: try Ctl.path()).deletingLastPathComponent().path
         // scripts/install would build it otherwise, and a build cannot run while the tests hold the build folder.
         try #require(
@@ -38,7 +44,7 @@ struct InstallTests {
             let environment = bus.environment.merging(isolation) { _, new in new }
             // Given: an install under the prefix.
             let install = try await TestProcess.run(
-                Ctl.repository.appendingPathComponent("scripts/install").path, ["--prefix", prefix.path],
+                Ctl.repository.appendingPathComponent(readme[0]).path, ["--prefix", prefix.path],
                 environment: environment.merging(["SETTINGSBUS_SKIP_BUILD": "1", "SETTINGSBUS_BIN_DIR": builtFolder]) {
                     _, new in new
                 })
@@ -56,14 +62,20 @@ struct InstallTests {
             #expect(unit.contains("\nExecStart=\(broker) --bus session\n"), "\(unit)")
             #expect(
                 unit.contains("\nDocumentation=file://\(prefix.path)/share/doc/settingsbus/README.md\n"), "\(unit)")
-            // The manual pages are the argument parsers' (a verb and an option of each), and the completions
-            // ask settingsctl for key paths.
-            let manual = try String(
-                contentsOf: prefix.appendingPathComponent("share/man/man1/settingsctl.1"), encoding: .utf8)
-            #expect(manual.contains(".Sh NAME") && manual.contains("check-admin"), "\(manual.prefix(400))")
-            let brokerManual = try String(
-                contentsOf: prefix.appendingPathComponent("share/man/man1/settings-broker.1"), encoding: .utf8)
-            #expect(brokerManual.contains("admin-dir"), "\(brokerManual.prefix(400))")
+            // The manual pages of settingsctl and the broker, and the administrators' page, are those of docs/man;
+            // settings-sync's is its argument parser's; the completions ask settingsctl for key paths.
+            for (installed, source) in [
+                ("man1/settingsctl.1", "settingsctl.1"), ("man1/settings-broker.1", "settings-broker.1"),
+                ("man7/settingsbus.7", "settingsbus.7"),
+            ] {
+                let page = try Data(contentsOf: prefix.appendingPathComponent("share/man/\(installed)"))
+                #expect(
+                    page == (try Data(contentsOf: Ctl.repository.appendingPathComponent("docs/man/\(source)"))),
+                    "\(installed)")
+            }
+            let syncManual = try String(
+                contentsOf: prefix.appendingPathComponent("share/man/man1/settings-sync.1"), encoding: .utf8)
+            #expect(syncManual.contains(".Sh NAME") && syncManual.contains("channel-fd"), "\(syncManual.prefix(400))")
             for file in Self.installedFiles.suffix(3) {
                 let script = try String(contentsOf: prefix.appendingPathComponent(file), encoding: .utf8)
                 #expect(script.contains("---completion"), "\(file)")
@@ -76,18 +88,21 @@ struct InstallTests {
             try FileManager.default.createSymbolicLink(
                 at: bus.serviceDirectory.appendingPathComponent("io.github.settingsbus.Settings1.service"),
                 withDestinationURL: activation)
-            let settingsctl = prefix.appendingPathComponent("bin/settingsctl").path
+            let settingsctl = prefix.appendingPathComponent("bin/\(check[0])").path
+            let status = try await TestProcess.run(settingsctl, Array(check.dropFirst()), environment: environment)
+
+            // Then: the bus started the installed broker, which answered.
+            #expect(status.status == 0, "\(status.stderr)")
+            #expect(
+                status.stdout.split(separator: "\n").contains { $0.hasPrefix("health:") && $0.hasSuffix(" ok") },
+                "\(status.stdout)")
             let first = try await TestProcess.run(
                 settingsctl, ["get", "/test/install/theme"], environment: environment)
-
-            // Then: the bus started the installed broker, which answered (the key has no value yet).
             #expect(first.status == 3, "\(first.stderr)")
             #expect(first.stderr.contains("/test/install/theme has no value"), "\(first.stderr)")
             let set = try await TestProcess.run(
                 settingsctl, ["set", "/test/install/theme", "'dark'"], environment: environment)
             #expect(set.status == 0, "\(set.stderr)")
-            let status = try await TestProcess.run(settingsctl, ["status"], environment: environment)
-            #expect(status.status == 0, "\(status.stderr)")
             let pidLine = status.stdout.split(separator: "\n").first { $0.hasPrefix("pid:") }
             let pid = try #require(pidLine.flatMap { Int32($0.dropFirst(4).trimmingCharacters(in: .whitespaces)) })
             #expect(

@@ -8,7 +8,7 @@ import SettingsModel
 import Testing
 
 /// Brokers on private buses with their own stores, standing for machines, syncing through a private
-/// PostgreSQL server (README, "Sync across machines").
+/// PostgreSQL server (docs/sync.md).
 @Suite(
     .timeLimit(.minutes(5)),
     .enabled(if: TestPostgres.unavailableReason == nil, "\(TestPostgres.unavailableReason ?? "")"))

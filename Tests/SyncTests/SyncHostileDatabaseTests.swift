@@ -139,7 +139,7 @@ struct SyncHostileDatabaseTests {
         }
     }
 
-    /// The README: a remote value of a key locked here is kept as the user value and served once the lock is
+    /// docs/sync.md: a remote value of a key locked here is kept as the user value and served once the lock is
     /// lifted, as a local one would be.
     @Test func aRemoteValueOfALockedKeyIsKeptAndServedOnceTheLockIsLifted() async throws {
         let postgres = try await TestPostgres.start()
