@@ -62,6 +62,13 @@ public final class MessageChannel: Sendable {
         reading.resume()
     }
 
+    /// A channel let go while open is closed: libdispatch ends the process when a source is released while it
+    /// is inactive or suspended (as the write source is while nothing waits to be written), and closing resumes
+    /// and cancels both.
+    deinit {
+        close("the channel was let go")
+    }
+
     /// Why the channel closed, nil while it is open.
     public var closedReason: ChannelClosed? { state.withLock { $0.closed } }
 

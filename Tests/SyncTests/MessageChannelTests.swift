@@ -38,6 +38,22 @@ struct MessageChannelTests {
         #expect(server.closedReason?.reason == "the peer closed the channel")
     }
 
+    /// A source released while inactive or suspended ends the process in libdispatch: a channel let go while
+    /// open must close itself, and its peer then reads the end of the stream.
+    @Test func aChannelLetGoWhileOpenClosesAndItsPeerSeesTheEnd() async throws {
+        for _ in 0..<50 {
+            var ends: [Int32] = [-1, -1]
+            guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &ends) == 0 else { throw POSIXError(.EMFILE) }
+            let peer = MessageChannel(descriptor: ends[1], label: "peer")
+            do {
+                let channel = MessageChannel(descriptor: ends[0], label: "let go")
+                withExtendedLifetime(channel) {}
+            }
+            for await _ in peer.incoming {}
+            #expect(peer.closedReason?.reason == "the peer closed the channel")
+        }
+    }
+
     @Test func bytesThatAreNotAMessageCloseTheChannelAndFailTheCallsWaiting() async throws {
         var ends: [Int32] = [-1, -1]
         guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &ends) == 0 else { throw POSIXError(.EMFILE) }
