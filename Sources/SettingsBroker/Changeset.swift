@@ -1,38 +1,38 @@
 // SPDX-License-Identifier: Apache-2.0
 
-public import DBus
-public import SettingsModel
+import DBus
+import SettingsModel
 
 /// One atomic write: values to set, keys and directories to reset, schemas to register.
 ///
 /// A changeset becomes one commit serial and, if it changes any value, one `Changed` signal.
-public struct Changeset: Sendable {
+struct Changeset: Sendable {
     /// Values to store, in order; a later entry for the same key wins.
-    public var sets: [(key: SettingPath, value: DBusValue)]
+    var sets: [(key: SettingPath, value: DBusValue)]
     /// Keys and directories whose user values are removed (directories recursively).
-    public var resets: [SettingLocation]
+    var resets: [SettingLocation]
     /// Schemas to register.
-    public var registrations: [(key: SettingPath, schema: SettingSchema)]
+    var registrations: [(key: SettingPath, schema: SettingSchema)]
     /// Makes the changeset a compare-and-set: it fails with `Conflict` if a touched key changed after this
     /// serial.
-    public var ifSerial: UInt64?
+    var ifSerial: UInt64?
     /// The unique bus name of the writer, reported in the `Changed` signal.
-    public var origin: String
+    var origin: String
     /// Keys whose schema is removed (`Unregister`); their user values stay unless `resets` names them.
-    public var unregistrations: [SettingPath] = []
+    var unregistrations: [SettingPath] = []
     /// Whether a registration may change a schema incompatibly (`Register`'s option `replace`); without it,
     /// only the compatible changes of ``SettingsModel/SettingSchema/changes(to:)`` are accepted.
-    public var replacing: Bool = false
+    var replacing: Bool = false
     /// Keys whose effective value changed outside the changeset (the administrator's layer changed): reported
     /// in its `Changed` signal with their value as of its commit. A changeset of such keys alone is a commit
     /// all the same, for the serial its signal carries.
-    public var announced: [SettingPath] = []
+    var announced: [SettingPath] = []
     /// Set by the sync engine for changes pulled from other machines: the version of each key it writes. Such a
     /// commit records them and queues nothing for the database (see `DurableStore+Sync.swift`).
-    public var remote: RemoteChanges?
+    var remote: RemoteChanges?
 
     /// Makes a changeset.
-    public init(
+    init(
         sets: [(key: SettingPath, value: DBusValue)] = [], resets: [SettingLocation] = [],
         registrations: [(key: SettingPath, schema: SettingSchema)] = [], ifSerial: UInt64? = nil, origin: String = ""
     ) {
@@ -68,29 +68,29 @@ struct ResolvedChangeset: Sendable {
 }
 
 /// What one commit changed, as the `Changed` and `DescriptionChanged` signals report it.
-public struct CommittedChange: Sendable, Hashable {
+struct CommittedChange: Sendable, Hashable {
     /// The key when one key changed, else the longest common directory.
-    public var path: SettingLocation
+    var path: SettingLocation
     /// New effective values (a reset key with a default carries the default), in key order.
-    public var values: [Value]
+    var values: [Value]
     /// Keys left without any value.
-    public var removed: [String]
+    var removed: [String]
     /// Keys whose value is secret: reported without their value, so watchers re-read them.
-    public var secretKeys: [String]
+    var secretKeys: [String]
     /// The commit serial.
-    public var serial: UInt64
+    var serial: UInt64
     /// The unique bus name of the writer, or `schema file PATH`.
-    public var origin: String
+    var origin: String
     /// Keys whose schema the commit registered, replaced or removed, in key order: announced by the
     /// `DescriptionChanged` signal, after the `Changed` signal (if any).
-    public var describedKeys: [SettingPath] = []
+    var describedKeys: [SettingPath] = []
 
     /// Whether the commit changed the effective value of a key, so that a `Changed` signal announces it.
-    public var changesValues: Bool { !values.isEmpty || !removed.isEmpty || !secretKeys.isEmpty }
+    var changesValues: Bool { !values.isEmpty || !removed.isEmpty || !secretKeys.isEmpty }
 
     /// A key's new effective value.
-    public struct Value: Sendable, Hashable {
-        public var key: String
-        public var value: DBusValue
+    struct Value: Sendable, Hashable {
+        var key: String
+        var value: DBusValue
     }
 }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 import DBus
-public import SettingsModel
+import SettingsModel
 
 // History: what a commit that changed user values records (`HistoryLog`, in the store file), and reading it.
 extension DurableStore {
@@ -30,19 +30,19 @@ extension DurableStore {
     }
 
     /// Sets how much history the store keeps (``HistoryLimits``); 0 commits turns recording off.
-    public func setHistoryLimits(_ limits: HistoryLimits) {
+    func setHistoryLimits(_ limits: HistoryLimits) {
         persistence.history.configure(limits)
     }
 
     /// The kept commits a `History` request asks for, oldest first.
     ///
     /// - Throws: ``SettingsError`` `StoreFailure` when the store file cannot be read.
-    public func history(_ request: Settings1.HistoryRequest) async throws(SettingsError) -> [Settings1.HistoryReply.Commit] {
+    func history(_ request: Settings1.HistoryRequest) async throws(SettingsError) -> [Settings1.HistoryReply.Commit] {
         try await persistence.readHistory(request)
     }
 
     /// Records the process behind a writer's unique name, for ``history(_:)``.
-    public func recordWriter(origin: String, pid: UInt32, process: String) async {
+    func recordWriter(origin: String, pid: UInt32, process: String) async {
         await persistence.recordWriter(origin: origin, pid: pid, process: process)
     }
 }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
-public import DBus
-public import SettingsModel
+import DBus
+import SettingsModel
 
 // Reading: everything here reads the committed state only, under its lock, from any thread.
 extension DurableStore {
@@ -15,19 +15,19 @@ extension DurableStore {
     /// Like ``get(_:includingSecret:)``, callable from any thread.
     ///
     /// - Throws: ``SettingsError`` `UnknownKey` when the key has neither a user value nor a default.
-    public func get(_ key: SettingPath) throws(SettingsError) -> DBusValue {
+    func get(_ key: SettingPath) throws(SettingsError) -> DBusValue {
         try get(key, includingSecret: true)!
     }
 
     /// The effective values of several keys, secret or not (keys without one are left out), and the serial
     /// they were read at.
-    public func getMany(_ keys: [SettingPath]) -> (values: [String: DBusValue], serial: UInt64) {
+    func getMany(_ keys: [SettingPath]) -> (values: [String: DBusValue], serial: UInt64) {
         let (values, serial, _) = getMany(keys, includingSecrets: true)
         return (values, serial)
     }
 
     /// Every key with an effective value below a directory, secret or not, and the current serial.
-    public func readTree(_ directory: SettingDirectory) -> (values: [String: DBusValue], serial: UInt64) {
+    func readTree(_ directory: SettingDirectory) -> (values: [String: DBusValue], serial: UInt64) {
         let (values, serial, _) = readTree(directory, includingSecrets: true)
         return (values, serial)
     }
@@ -40,7 +40,7 @@ extension DurableStore {
     ///
     /// - Returns: The value; nil when the key is secret and `includingSecret` is false (its value withheld).
     /// - Throws: ``SettingsError`` `UnknownKey` when the key has neither a user value nor a default.
-    public func get(_ key: SettingPath, includingSecret: Bool) throws(SettingsError) -> DBusValue? {
+    func get(_ key: SettingPath, includingSecret: Bool) throws(SettingsError) -> DBusValue? {
         let (value, withheld) = committed.withLock { $0.effectiveValue(key, includingSecret: includingSecret) }
         if withheld { return nil }
         guard let value else {
@@ -53,7 +53,7 @@ extension DurableStore {
     /// a secret key's value only when `includingSecrets` is true, else it is left out and listed in `withheld`.
     ///
     /// Like ``get(_:includingSecret:)``, callable from any thread.
-    public func getMany(
+    func getMany(
         _ keys: [SettingPath], includingSecrets: Bool
     ) -> (values: [String: DBusValue], serial: UInt64, withheld: [SettingPath]) {
         committed.withLock { state in
@@ -72,7 +72,7 @@ extension DurableStore {
     ///
     /// Read in pieces of ``readPiece`` keys, each under the lock (see ``readInPieces(_:_:)``), so that a large
     /// directory does not hold up `Get`s meanwhile; the reply is the directory as of one serial all the same.
-    public func readTree(
+    func readTree(
         _ directory: SettingDirectory, includingSecrets: Bool
     ) -> (values: [String: DBusValue], serial: UInt64, withheld: Bool) {
         var result: [String: DBusValue] = [:]
@@ -110,7 +110,7 @@ extension DurableStore {
     ///
     /// A subdirectory is passed over with one search, whatever it holds; read in pieces like ``readTree(_:)``.
     /// A key that has nothing but an administrator's default is listed too, as `ReadTree` reads it.
-    public func list(_ directory: SettingDirectory) -> [String] {
+    func list(_ directory: SettingDirectory) -> [String] {
         var names: [String] = []
         var administratorNames: Set<String> = []
         _ = readInPieces(directory) { state, resume, limit in
@@ -162,7 +162,7 @@ extension DurableStore {
     /// What is known of a key: its schema, user value and effective value.
     ///
     /// - Throws: ``SettingsError`` `UnknownKey` when the key has neither a user value nor a schema.
-    public func describe(_ key: SettingPath) throws(SettingsError) -> KeyDescription {
+    func describe(_ key: SettingPath) throws(SettingsError) -> KeyDescription {
         let (schema, user, effective, administrator) = committed.withLock { state in
             (state.schemas[key], state.userValue(key), state.effectiveValue(key), state.administrator)
         }
@@ -450,28 +450,28 @@ struct RecentChanges {
 }
 
 /// Everything `Describe` reports about a key.
-public struct KeyDescription: Sendable, Hashable {
+struct KeyDescription: Sendable, Hashable {
     /// The key.
-    public var key: SettingPath
+    var key: SettingPath
     /// The registered schema, if any.
-    public var schema: SettingSchema?
+    var schema: SettingSchema?
     /// The user value, if any (even one that does not fit the schema).
-    public var userValue: DBusValue?
+    var userValue: DBusValue?
     /// The value `Get` returns.
-    public var effectiveValue: DBusValue?
+    var effectiveValue: DBusValue?
     /// The serial of the key's last change since start-up, if known.
-    public var lastChange: UInt64?
+    var lastChange: UInt64?
     /// Whether the key may be written.
-    public var writable: Bool
+    var writable: Bool
     /// The administrator's lock on the key, if any.
-    public var lock: AdministratorLayer.Source?
+    var lock: AdministratorLayer.Source?
     /// The administrator's default for the key, if any.
-    public var administratorDefault: DBusValue?
+    var administratorDefault: DBusValue?
     /// Where the effective value comes from.
-    public var source: Source = .none
+    var source: Source = .none
 
     /// Where a key's effective value comes from.
-    public enum Source: String, Sendable, Hashable {
+    enum Source: String, Sendable, Hashable {
         /// The user's value.
         case user
         /// The administrator's default.
@@ -483,7 +483,7 @@ public struct KeyDescription: Sendable, Hashable {
     }
 
     /// Whether a user value exists that does not have the registered type (so `Get` returns the default).
-    public var userValueIgnored: Bool {
+    var userValueIgnored: Bool {
         guard let schema, let userValue else { return false }
         return !schema.accepts(userValue)
     }

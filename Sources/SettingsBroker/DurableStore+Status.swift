@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 
-public import DBus
+import DBus
 import FoundationEssentials
 
 extension DurableStore {
     /// How the store file was opened: healthy, recovered, or read-only, and why.
-    public var condition: StoreCondition { persistence.condition }
+    var condition: StoreCondition { persistence.condition }
 
     /// The store file, its backup and its connection.
     nonisolated var storePersistence: StorePersistence { persistence }
@@ -20,7 +20,7 @@ extension DurableStore {
     /// `store`, `backup` or `empty`), `backup` (s, the backup file), `backup-serial` (t), `backup-time`
     /// (x, seconds since 1970) and `restored` (s: the store file was removed or replaced while the broker ran
     /// and was written back from its open copy, and when).
-    public func status() -> [String: DBusValue] {
+    func status() -> [String: DBusValue] {
         let condition = persistence.condition
         var status: [String: DBusValue] = [
             "store": .string(condition.storePath),

@@ -2,22 +2,22 @@
 
 import DBus
 public import SettingsModel
-public import SyncProtocol
+import SyncProtocol
 
 /// Changes pulled from other machines, applied as one commit (``Changeset/remote``).
-public struct RemoteChanges: Sendable {
+struct RemoteChanges: Sendable {
     /// The version of each key the commit writes.
-    public var versions: [SettingPath: SyncVersion]
+    var versions: [SettingPath: SyncVersion]
     /// The database revision the commit moves the cursor to, in the same transaction.
-    public var cursor: Int64?
+    var cursor: Int64?
     /// The store's serial when the local versions these changes were compared with were read (after the clock
     /// observed them): a key written here after that serial has a newer version than theirs, and the commit
     /// leaves it alone. The check is made when the commit is validated, so no local write can come between it
     /// and the commit.
-    public var checkedSerial: UInt64?
+    var checkedSerial: UInt64?
 
     /// Makes the remote part of a changeset.
-    public init(versions: [SettingPath: SyncVersion], cursor: Int64?, checkedSerial: UInt64? = nil) {
+    init(versions: [SettingPath: SyncVersion], cursor: Int64?, checkedSerial: UInt64? = nil) {
         self.versions = versions
         self.cursor = cursor
         self.checkedSerial = checkedSerial

@@ -50,7 +50,7 @@
 
 import DBus
 import Dispatch
-public import SettingsModel
+import SettingsModel
 
 /// The broker's settings: values and schemas in memory for reads, persisted in SQLite with group commit.
 public final class DurableStore: Sendable {
@@ -68,9 +68,9 @@ public final class DurableStore: Sendable {
     let syncSettings = Locked<SyncSettings?>(nil)
 
     /// The store file.
-    public let path: String
+    let path: String
     /// Rows of the store file that could not be read at start-up (kept untouched), with the reason.
-    public let unreadable: [(path: String, reason: String)]
+    let unreadable: [(path: String, reason: String)]
 
     struct WriterState {
         var nextSerial: UInt64
@@ -101,7 +101,7 @@ public final class DurableStore: Sendable {
     /// Opens the store file (creating it if needed) and reads it into memory.
     ///
     /// - Throws: ``SettingsError`` `StoreFailure` naming the file and the reason.
-    public static func open(path: String, durability: Durability = .full) async throws(SettingsError) -> DurableStore {
+    static func open(path: String, durability: Durability = .full) async throws(SettingsError) -> DurableStore {
         // Opening checks and reads the whole file (about 0.1 s with 100,000 keys): on a thread of its own,
         // not on one of the tasks' threads.
         let opened: Result<StorePersistence, SettingsError> = await handOff { deliver in
@@ -115,13 +115,13 @@ public final class DurableStore: Sendable {
     }
 
     /// The serial of the last commit.
-    public var serial: UInt64 { committed.withLock { $0.serial } }
+    var serial: UInt64 { committed.withLock { $0.serial } }
 
     /// The number of keys that have a user value.
-    public var userValueCount: Int { committed.withLock { $0.values.count } }
+    var userValueCount: Int { committed.withLock { $0.values.count } }
 
     /// The number of registered schemas.
-    public var schemaCount: Int { committed.withLock { $0.schemas.count } }
+    var schemaCount: Int { committed.withLock { $0.schemas.count } }
 
     // MARK: - Writing
 
@@ -190,7 +190,7 @@ public final class DurableStore: Sendable {
     }
 
     /// The most writes a commit may hold to run outside the commit queue (``WritePath``).
-    public static let inlineCommitLimit = 32
+    static let inlineCommitLimit = 32
 
     /// A commit that takes longer than this (a slow or busy disk) sends the next one to the commit queue, and
     /// commits stay there until one is fast again: a slow disk holds up the connection's reads for one commit
@@ -203,13 +203,13 @@ public final class DurableStore: Sendable {
     }
 
     /// Refuses further writes and waits until every accepted changeset has been committed (or has failed).
-    public func close() async {
+    func close() async {
         writer.withLock { $0.closed = true }
         await flush()
     }
 
     /// Waits until every accepted changeset has been committed (or has failed).
-    public func flush() async {
+    func flush() async {
         let _: Bool = await handOff { deliver in
             let idle = writer.withLock { state in
                 guard state.commitInFlight || !state.accumulating.isEmpty else { return true }

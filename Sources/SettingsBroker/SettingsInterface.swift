@@ -50,7 +50,7 @@ public enum SettingsInterface {
     /// them, so a watcher of such a key sees that something under its path changed and re-reads it. A commit
     /// whose values and removed keys would take more than ``SettingsModel/SettingsBusNames/maximumSignalSize``
     /// is announced the same way for every key it changed: `values` and `removed` empty, `path` covering them.
-    public static func changedSignal(_ change: CommittedChange) -> DBusMessage {
+    static func changedSignal(_ change: CommittedChange) -> DBusMessage {
         var signal = Settings1.ChangedSignal(
             path: change.path, values: Settings1.ValueMap(change.values.lazy.map { ($0.key, $0.value) }),
             removed: change.removed, serial: change.serial, origin: change.origin)
@@ -64,7 +64,7 @@ public enum SettingsInterface {
 
     /// The `DescriptionChanged` signal for one commit, sent right after its `Changed` signal: nil when the commit
     /// registered, replaced or removed no schema.
-    public static func descriptionChangedSignal(_ change: CommittedChange) -> DBusMessage? {
+    static func descriptionChangedSignal(_ change: CommittedChange) -> DBusMessage? {
         Settings1.DescriptionChangedSignal(keys: change.describedKeys, serial: change.serial, origin: change.origin)?
             .message
     }

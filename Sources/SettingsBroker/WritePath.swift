@@ -18,10 +18,10 @@
 // The store hands nothing back through closures: it keeps each changeset's `WriteWaiter` beside it, untouched,
 // and returns it with the answer; answering and announcing happen here, in that order, in one place.
 
-public import DBus
+import DBus
 import Dispatch
-public import Logging
-public import SettingsModel
+import Logging
+import SettingsModel
 
 /// Who waits for a staged changeset's answer. The store keeps it beside the changeset and returns it with the
 /// answer; only ``WritePath`` acts on it.
@@ -37,7 +37,7 @@ enum WriteWaiter: Sendable {
 /// design note above).
 public final class WritePath: Sendable {
     /// The store written to.
-    public let store: DurableStore
+    let store: DurableStore
     /// Where `Changed` and `DescriptionChanged` go; nil for a store with no bus (tests of the store).
     private let connection: DBusConnection?
     private let logger: Logger
@@ -51,7 +51,7 @@ public final class WritePath: Sendable {
     ///   - processOf: asks the bus for the process id of a unique name (`GetConnectionUnixProcessID`), for the
     ///     history's writers: at a name's first write, whose answer waits for it (``WriterProcesses``); nil to
     ///     record no process.
-    public init(
+    init(
         store: DurableStore, connection: DBusConnection? = nil,
         logger: Logger = Logger(label: "io.github.settingsbus.broker"),
         processOf: (@Sendable (String) async -> UInt32?)? = nil
@@ -69,7 +69,7 @@ public final class WritePath: Sendable {
     /// Commits a changeset and returns its serial once it is durable (and announced).
     ///
     /// - Throws: what ``DurableStore/stage(_:for:)`` refuses with, or `StoreFailure` when the commit fails.
-    public func apply(_ changeset: Changeset) async throws(SettingsError) -> UInt64 {
+    func apply(_ changeset: Changeset) async throws(SettingsError) -> UInt64 {
         try await handOff { deliver in write(changeset, for: .then(deliver)) }.get()
     }
 
