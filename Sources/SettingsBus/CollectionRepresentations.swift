@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 
-public import DBus
-public import SettingsModel
+import DBus
+import SettingsModel
 
 /// The representation of an array, `a<element type>`; elements whose type depends on the value (Codable
 /// ones) make the array `av`.
-public struct ArrayRepresentation<Element: SettingValue>: SettingRepresentation {
+struct ArrayRepresentation<Element: SettingValue>: SettingRepresentation {
     /// Makes the representation.
     public init() {}
 
@@ -50,12 +50,12 @@ public struct ArrayRepresentation<Element: SettingValue>: SettingRepresentation 
 
 extension Array: SettingValue where Element: SettingValue {
     /// `a<element type>`.
-    public static var settingRepresentation: ArrayRepresentation<Element> { ArrayRepresentation() }
+    public static var settingRepresentation: some SettingRepresentation<Self> { ArrayRepresentation<Element>() }
 }
 
 /// The representation of a set: an array (`a<element type>`) in a stable order, the order of the elements'
 /// GVariant text, so that equal sets are stored equally.
-public struct SetRepresentation<Element: SettingValue & Hashable>: SettingRepresentation {
+struct SetRepresentation<Element: SettingValue & Hashable>: SettingRepresentation {
     /// Makes the representation.
     public init() {}
 
@@ -79,12 +79,12 @@ public struct SetRepresentation<Element: SettingValue & Hashable>: SettingRepres
 
 extension Set: SettingValue where Element: SettingValue {
     /// An array of the elements, in a stable order.
-    public static var settingRepresentation: SetRepresentation<Element> { SetRepresentation() }
+    public static var settingRepresentation: some SettingRepresentation<Self> { SetRepresentation<Element>() }
 }
 
 /// The representation of a string-keyed dictionary, `a{s<value type>}`; values whose type depends on the
 /// value (Codable ones) make it `a{sv}`.
-public struct DictionaryRepresentation<Value: SettingValue>: SettingRepresentation {
+struct DictionaryRepresentation<Value: SettingValue>: SettingRepresentation {
     /// Makes the representation.
     public init() {}
 
@@ -132,12 +132,12 @@ public struct DictionaryRepresentation<Value: SettingValue>: SettingRepresentati
 
 extension Dictionary: SettingValue where Key == String, Value: SettingValue {
     /// `a{s<value type>}`.
-    public static var settingRepresentation: DictionaryRepresentation<Value> { DictionaryRepresentation() }
+    public static var settingRepresentation: some SettingRepresentation<Self> { DictionaryRepresentation<Value>() }
 }
 
 /// The representation of an optional: `nil` is "no value" (setting it resets the key), anything else is
 /// stored as the wrapped type.
-public struct OptionalRepresentation<Wrapped: SettingValue>: SettingRepresentation {
+struct OptionalRepresentation<Wrapped: SettingValue>: SettingRepresentation {
     /// Makes the representation.
     public init() {}
 
@@ -161,5 +161,5 @@ public struct OptionalRepresentation<Wrapped: SettingValue>: SettingRepresentati
 
 extension Optional: SettingValue where Wrapped: SettingValue {
     /// The wrapped type's representation, with `nil` for "no value".
-    public static var settingRepresentation: OptionalRepresentation<Wrapped> { OptionalRepresentation() }
+    public static var settingRepresentation: some SettingRepresentation<Self> { OptionalRepresentation<Wrapped>() }
 }

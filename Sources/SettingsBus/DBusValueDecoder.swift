@@ -1,22 +1,22 @@
 // SPDX-License-Identifier: Apache-2.0
 
-public import DBus
+package import DBus
 import SettingsModel
 
-/// A decoder from D-Bus values to `Decodable` values, the inverse of ``DBusValueEncoder``.
+/// A decoder from D-Bus values to `Decodable` values, the inverse of `DBusValueEncoder`.
 ///
 /// A keyed container reads a string-keyed dictionary (`a{sv}`, or any `a{s…}`), an unkeyed container any
 /// array, and a single value any value; variants are unwrapped. A field whose type is a ``SettingValue`` is
 /// decoded through that type's representation. A key missing from the dictionary is `nil` for an optional
 /// field and an error for any other.
-public struct DBusValueDecoder: Sendable {
+package struct DBusValueDecoder: Sendable {
     /// Makes a decoder.
-    public init() {}
+    package init() {}
 
     /// Decodes a value.
     ///
     /// - Throws: `DecodingError` when the value's shape or types do not match `T`.
-    public func decode<T: Decodable>(_ type: T.Type, from value: DBusValue) throws -> T {
+    package func decode<T: Decodable>(_ type: T.Type, from value: DBusValue) throws -> T {
         try T(from: ValueDecoder(value: value.unwrappingVariants, codingPath: []))
     }
 }

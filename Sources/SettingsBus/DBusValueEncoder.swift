@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-public import DBus
+package import DBus
 
 /// An encoder from `Encodable` values to D-Bus values that scripts can read.
 ///
@@ -14,14 +14,14 @@ public import DBus
 /// let value = try DBusValueEncoder().encode(Font(family: "Mono", size: 12))
 /// // {'family': <'Mono'>, 'size': <12.0>}, type a{sv}
 /// ```
-public struct DBusValueEncoder: Sendable {
+package struct DBusValueEncoder: Sendable {
     /// Makes an encoder.
-    public init() {}
+    package init() {}
 
     /// Encodes a value.
     ///
     /// - Throws: `EncodingError.invalidValue` for a value that encodes nothing, or a `nil` inside an array.
-    public func encode<T: Encodable>(_ value: T) throws -> DBusValue {
+    package func encode<T: Encodable>(_ value: T) throws -> DBusValue {
         let slot = EncodingSlot()
         try value.encode(to: SlotEncoder(slot: slot, codingPath: []))
         guard let encoded = try slot.finish(codingPath: []) else {

@@ -1,22 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 
-// Keys, errors and paths are part of the client API: importing SettingsBus is enough to use them.
-@_exported public import SettingsModel
+// An app's namespace holds the names apps use, and no more: `import SettingsBus` brings the client library's
+// own names and, of SettingsModel, the path of a key and the error every call throws. Everything else of
+// SettingsModel (directories, schemas, the snapshots and updates a store is made of) and of DBus (the values a
+// representation of the app's own maps to) is imported by the code that needs it. `AppNamespaceTests` lists
+// the names and fails when one appears that is not listed.
 
-// The D-Bus types that public signatures of SettingsBus and SettingsModel use, and nothing else of the
-// binding: an app that imports only SettingsBus can name each of them (`ImportOnlySettingsBusTests` checks it).
-
-/// Re-exported: a setting's value as it is stored and travels (snapshots, updates, transactions and custom
-/// representations are made of it); a type of SettingsBus's own would be a copy of it.
-@_exported public import enum DBus.DBusValue
-/// Re-exported: the type of a value (``SettingRepresentation/dbusType``, schemas); it is what a signature says.
-@_exported public import enum DBus.DBusType
-/// Re-exported: an entry of a ``DBusValue/dictionary(key:value:_:)`` value.
-@_exported public import struct DBus.DBusDictEntry
-/// Re-exported: the payload of a ``DBusValue/objectPath(_:)`` value, which a setting may hold.
-@_exported public import struct DBus.ObjectPath
-/// Re-exported: the payload of a ``DBusValue/signature(_:)`` value, which a setting may hold.
-@_exported public import struct DBus.Signature
-/// Re-exported: the broker's bus name (``BusSettingsStore/init(bus:busName:timeout:)``), a validated name that
-/// is checked once when it is written.
-@_exported public import struct DBus.BusName
+/// Re-exported: the path of a key (``SettingKey/path``).
+@_exported public import struct SettingsModel.SettingPath
+/// Re-exported: the error of every call.
+@_exported public import struct SettingsModel.SettingsError

@@ -2,29 +2,31 @@
 
 public import DBus
 public import Foundation
-public import SettingsModel
+import SettingsModel
 
-/// A type with a D-Bus type of its own: `Bool` is `b`, `Int32` is `i`, `String` is `s`, and so on.
-public protocol NativeSettingValue: SettingValue {
-    /// The D-Bus type of every value.
-    static var nativeDBusType: DBusType { get }
-    /// The value as a D-Bus value of ``nativeDBusType``.
-    var nativeDBusValue: DBusValue { get }
-    /// Reads a D-Bus value; nil when it has another type or does not fit.
-    init?(nativeDBusValue: DBusValue)
+extension SettingRepresentations {
+    /// A type with a D-Bus type of its own: `Bool` is `b`, `Int32` is `i`, `String` is `s`, and so on.
+    public protocol NativeValue: SettingValue {
+        /// The D-Bus type of every value.
+        static var nativeDBusType: DBusType { get }
+        /// The value as a D-Bus value of ``nativeDBusType``.
+        var nativeDBusValue: DBusValue { get }
+        /// Reads a D-Bus value; nil when it has another type or does not fit.
+        init?(nativeDBusValue: DBusValue)
+    }
 }
 
-extension NativeSettingValue {
+extension SettingRepresentations.NativeValue {
     /// The native representation.
-    public static var settingRepresentation: NativeRepresentation<Self> { NativeRepresentation() }
+    public static var settingRepresentation: some SettingRepresentation<Self> { NativeRepresentation<Self>() }
 }
 
-/// The representation of a type with a D-Bus type of its own (``NativeSettingValue``).
-public struct NativeRepresentation<Value: NativeSettingValue>: SettingRepresentation {
+/// The representation of a type with a D-Bus type of its own (``SettingRepresentations/NativeValue``).
+struct NativeRepresentation<Value: SettingRepresentations.NativeValue>: SettingRepresentation {
     /// Makes the representation.
     public init() {}
 
-    /// ``NativeSettingValue/nativeDBusType``.
+    /// ``SettingRepresentations/NativeValue/nativeDBusType``.
     public var dbusType: DBusType? { Value.nativeDBusType }
 
     /// Encodes the value as its native D-Bus value.
@@ -44,7 +46,7 @@ public struct NativeRepresentation<Value: NativeSettingValue>: SettingRepresenta
 
 // MARK: - Bool, String, floating point
 
-extension Bool: NativeSettingValue {
+extension Bool: SettingRepresentations.NativeValue {
     /// `b`.
     public static var nativeDBusType: DBusType { .boolean }
     /// The value as `b`.
@@ -56,7 +58,7 @@ extension Bool: NativeSettingValue {
     }
 }
 
-extension String: NativeSettingValue {
+extension String: SettingRepresentations.NativeValue {
     /// `s`.
     public static var nativeDBusType: DBusType { .string }
     /// The value as `s`.
@@ -71,7 +73,7 @@ extension String: NativeSettingValue {
     }
 }
 
-extension Double: NativeSettingValue {
+extension Double: SettingRepresentations.NativeValue {
     /// `d`.
     public static var nativeDBusType: DBusType { .double }
     /// The value as `d`.
@@ -83,7 +85,7 @@ extension Double: NativeSettingValue {
     }
 }
 
-extension Float: NativeSettingValue {
+extension Float: SettingRepresentations.NativeValue {
     /// `d` (D-Bus has no single-precision type).
     public static var nativeDBusType: DBusType { .double }
     /// The value as `d`.
@@ -97,10 +99,12 @@ extension Float: NativeSettingValue {
 
 // MARK: - Integers
 
-/// An integer type stored as a D-Bus integer type; reading accepts any D-Bus integer whose value fits.
-public protocol NativeSettingInteger: NativeSettingValue, FixedWidthInteger {}
+extension SettingRepresentations {
+    /// An integer type stored as a D-Bus integer type; reading accepts any D-Bus integer whose value fits.
+    public protocol NativeInteger: NativeValue, FixedWidthInteger {}
+}
 
-extension NativeSettingInteger {
+extension SettingRepresentations.NativeInteger {
     /// Reads any D-Bus integer (`y n q i u x t`) whose value fits in this type.
     public init?(nativeDBusValue value: DBusValue) {
         switch value {
@@ -116,70 +120,70 @@ extension NativeSettingInteger {
     }
 }
 
-extension UInt8: NativeSettingInteger {
+extension UInt8: SettingRepresentations.NativeInteger {
     /// `y`.
     public static var nativeDBusType: DBusType { .byte }
     /// The value as `y`.
     public var nativeDBusValue: DBusValue { .byte(self) }
 }
 
-extension Int8: NativeSettingInteger {
+extension Int8: SettingRepresentations.NativeInteger {
     /// `n` (D-Bus has no signed byte).
     public static var nativeDBusType: DBusType { .int16 }
     /// The value as `n`.
     public var nativeDBusValue: DBusValue { .int16(Int16(self)) }
 }
 
-extension Int16: NativeSettingInteger {
+extension Int16: SettingRepresentations.NativeInteger {
     /// `n`.
     public static var nativeDBusType: DBusType { .int16 }
     /// The value as `n`.
     public var nativeDBusValue: DBusValue { .int16(self) }
 }
 
-extension UInt16: NativeSettingInteger {
+extension UInt16: SettingRepresentations.NativeInteger {
     /// `q`.
     public static var nativeDBusType: DBusType { .uint16 }
     /// The value as `q`.
     public var nativeDBusValue: DBusValue { .uint16(self) }
 }
 
-extension Int32: NativeSettingInteger {
+extension Int32: SettingRepresentations.NativeInteger {
     /// `i`.
     public static var nativeDBusType: DBusType { .int32 }
     /// The value as `i`.
     public var nativeDBusValue: DBusValue { .int32(self) }
 }
 
-extension UInt32: NativeSettingInteger {
+extension UInt32: SettingRepresentations.NativeInteger {
     /// `u`.
     public static var nativeDBusType: DBusType { .uint32 }
     /// The value as `u`.
     public var nativeDBusValue: DBusValue { .uint32(self) }
 }
 
-extension Int64: NativeSettingInteger {
+extension Int64: SettingRepresentations.NativeInteger {
     /// `x`.
     public static var nativeDBusType: DBusType { .int64 }
     /// The value as `x`.
     public var nativeDBusValue: DBusValue { .int64(self) }
 }
 
-extension UInt64: NativeSettingInteger {
+extension UInt64: SettingRepresentations.NativeInteger {
     /// `t`.
     public static var nativeDBusType: DBusType { .uint64 }
     /// The value as `t`.
     public var nativeDBusValue: DBusValue { .uint64(self) }
 }
 
-extension Int: NativeSettingInteger {
+extension Int: SettingRepresentations.NativeInteger {
     /// `x`.
     public static var nativeDBusType: DBusType { .int64 }
     /// The value as `x`.
     public var nativeDBusValue: DBusValue { .int64(Int64(self)) }
 }
 
-extension UInt: NativeSettingInteger {
+extension UInt: SettingRepresentations.NativeInteger {
     /// `t`.
     public static var nativeDBusType: DBusType { .uint64 }
     /// The value as `t`.
@@ -188,7 +192,7 @@ extension UInt: NativeSettingInteger {
 
 // MARK: - Bytes
 
-extension Data: NativeSettingValue {
+extension Data: SettingRepresentations.NativeValue {
     /// `ay`.
     public static var nativeDBusType: DBusType { .array(.byte) }
     /// The value as `ay`.

@@ -118,7 +118,7 @@ public struct SettingKey<Value: SettingValue>: Sendable {
     }
 
     /// The key with an inclusive range of accepted values; the broker refuses values outside it.
-    public func range(_ range: ClosedRange<Value>) -> Self where Value: NativeSettingValue & Comparable {
+    public func range(_ range: ClosedRange<Value>) -> Self where Value: SettingRepresentations.NativeValue & Comparable {
         var key = self
         key.range = SettingRange(min: range.lowerBound.nativeDBusValue, max: range.upperBound.nativeDBusValue)
         return key

@@ -15,12 +15,12 @@ public import SettingsModel
 /// struct Font: Codable, SettingValue {                                    // stored as a{sv}: field names kept
 ///     var family: String
 ///     var size: Double
-///     static let settingRepresentation = CodableRepresentation<Font>()
+///     static let settingRepresentation = SettingRepresentations.Codable<Font>()
 /// }
 ///
 /// struct Version: LosslessStringConvertible, SettingValue {               // stored as its description, 's'
 ///     …
-///     static let settingRepresentation = LosslessStringRepresentation<Version>()
+///     static let settingRepresentation = SettingRepresentations.LosslessString<Version>()
 /// }
 /// ```
 ///
@@ -36,9 +36,8 @@ public protocol SettingValue: Sendable {
 
 /// A mapping between the values of a Swift type and D-Bus values.
 ///
-/// Implement one to store a type in a way of your own; the library's own are ``NativeRepresentation``,
-/// ``RawRepresentation``, ``LosslessStringRepresentation``, ``ProxyRepresentation``,
-/// ``CodableRepresentation`` and the optional representation of `Optional`.
+/// The library's own are in ``SettingRepresentations``. Implement one (with `import DBus`, for the D-Bus
+/// values) to store a type in a way of your own.
 public protocol SettingRepresentation<Value>: Sendable {
     /// The Swift type.
     associatedtype Value

@@ -53,11 +53,11 @@ extension SettingsStore {
     /// }
     /// ```
     /// - Important: The stream ends when the task iterating it is cancelled.
-    public func values<Value>(for key: SettingKey<Value>) -> SettingValues<Value> {
-        if let fixed = key.fixedValue { return SettingValues(fixed: fixed) }
+    public func values<Value>(for key: SettingKey<Value>) -> SettingKey<Value>.Values {
+        if let fixed = key.fixedValue { return SettingKey<Value>.Values(fixed: fixed) }
         // The consumer decodes each value as it takes it: no task stands between the store and the consumer,
         // and a slow consumer finds only the newest update waiting.
-        return SettingValues(updates: updates(of: .key(key.path), keepingNewest: 1), key: key)
+        return SettingKey<Value>.Values(updates: updates(of: .key(key.path), keepingNewest: 1), key: key)
     }
 
     /// Forwards ``updates(of:)`` through a task into a stream that keeps the newest `count` updates.
@@ -81,11 +81,11 @@ extension SettingsStore {
     /// between the store and the consumer.
     ///
     /// - Important: The stream ends when the task iterating it is cancelled.
-    public func changes<Value>(for key: SettingKey<Value>) -> SettingChanges<Value> {
-        SettingChanges(updates: updates(of: .key(key.path), keepingNewest: Self.pendingChanges), key: key)
+    public func changes<Value>(for key: SettingKey<Value>) -> SettingKey<Value>.Changes {
+        SettingKey<Value>.Changes(updates: updates(of: .key(key.path), keepingNewest: Self.pendingChanges), key: key)
     }
 
-    /// The changes below a directory: one ``SettingsUpdate`` per commit that touched a key below it, with the
+    /// The changes below a directory: one `SettingsUpdate` per commit that touched a key below it, with the
     /// new values and the keys left without a value. The state when watching began is not reported.
     ///
     /// The stream keeps up to 128 pending changes; a consumer that falls further behind loses the oldest.
@@ -107,7 +107,7 @@ extension SettingsStore {
     /// }
     /// ```
     public func watch<Value, Result: Sendable>(
-        _ key: SettingKey<Value>, _ body: (SettingValues<Value>) async throws -> Result
+        _ key: SettingKey<Value>, _ body: (SettingKey<Value>.Values) async throws -> Result
     ) async rethrows -> Result {
         let values = values(for: key)
         defer { values.stop() }
@@ -115,147 +115,151 @@ extension SettingsStore {
     }
 }
 
-/// The values of one key (``SettingsStore/values(for:)``).
-public struct SettingValues<Value: SettingValue>: AsyncSequence, Sendable {
-    public typealias Element = Value
-    public typealias Failure = Never
+extension SettingKey {
+    /// The values of one key (``SettingsStore/values(for:)``).
+    public struct Values: AsyncSequence, Sendable {
+        public typealias Element = Value
+        public typealias Failure = Never
 
-    private let updates: SettingsUpdates?
-    /// The key's path and default (a stream keeps no more of its key, which is not fixed); nil with `fixed`.
-    private let key: (path: SettingPath, defaultValue: Value)?
-    private let fixed: Value?
+        private let updates: SettingsUpdates?
+        /// The key's path and default (a stream keeps no more of its key, which is not fixed); nil with `fixed`.
+        private let key: (path: SettingPath, defaultValue: Value)?
+        private let fixed: Value?
 
-    /// The values of a key that is not fixed, decoded from its updates.
-    init(updates: SettingsUpdates, key: SettingKey<Value>) {
-        self.updates = updates
-        self.key = (key.path, key.defaultValue)
-        self.fixed = nil
-    }
-
-    /// One value and the end (a debug key's fixed value).
-    init(fixed: Value) {
-        self.updates = nil
-        self.key = nil
-        self.fixed = fixed
-    }
-
-    /// Yields the value of each update that reports the key, decoded when it is taken.
-    ///
-    /// Inlinable, so that it is specialized for `Value` in the consumer's module: generic code would look up
-    /// the metadata of its types at run time for every value.
-    public struct Iterator: AsyncIteratorProtocol {
-        @usableFromInline var updates: SettingsUpdates.Iterator?
-        @usableFromInline let path: SettingPath?
-        @usableFromInline let defaultValue: Value?
-        @usableFromInline var fixed: Value?
-        /// The effective value behind the value yielded last, with the default as it encodes (`.some(nil)`: a
-        /// default that encodes to no value); nil before the first.
-        @usableFromInline var last: DBusValue??
-        /// The default as it encodes, once it was needed.
-        @usableFromInline var encodedDefault: DBusValue??
-
-        @usableFromInline
-        init(updates: SettingsUpdates.Iterator?, path: SettingPath?, defaultValue: Value?, fixed: Value?) {
+        /// The values of a key that is not fixed, decoded from its updates.
+        init(updates: SettingsUpdates, key: SettingKey<Value>) {
             self.updates = updates
-            self.path = path
-            self.defaultValue = defaultValue
+            self.key = (key.path, key.defaultValue)
+            self.fixed = nil
+        }
+
+        /// One value and the end (a debug key's fixed value).
+        init(fixed: Value) {
+            self.updates = nil
+            self.key = nil
             self.fixed = fixed
-            self.last = nil
-            self.encodedDefault = nil
         }
 
-        @inlinable
-        public mutating func next() async -> Value? {
-            if let value = fixed {
-                fixed = nil
-                return value
+        /// Yields the value of each update that reports the key, decoded when it is taken.
+        ///
+        /// Inlinable, so that it is specialized for `Value` in the consumer's module: generic code would look up
+        /// the metadata of its types at run time for every value.
+        public struct Iterator: AsyncIteratorProtocol {
+            @usableFromInline var updates: SettingsUpdates.Iterator?
+            @usableFromInline let path: SettingPath?
+            @usableFromInline let defaultValue: Value?
+            @usableFromInline var fixed: Value?
+            /// The effective value behind the value yielded last, with the default as it encodes (`.some(nil)`: a
+            /// default that encodes to no value); nil before the first.
+            @usableFromInline var last: DBusValue??
+            /// The default as it encodes, once it was needed.
+            @usableFromInline var encodedDefault: DBusValue??
+
+            @usableFromInline
+            init(updates: SettingsUpdates.Iterator?, path: SettingPath?, defaultValue: Value?, fixed: Value?) {
+                self.updates = updates
+                self.path = path
+                self.defaultValue = defaultValue
+                self.fixed = fixed
+                self.last = nil
+                self.encodedDefault = nil
             }
-            guard let path, let defaultValue else { return nil }
-            while let update = await updates?.next() {
-                // One lookup for the common case, a new value of the key.
-                let stored = update.values[path]
-                // Before the first value: a store that cannot reach its broker gives the default (or what it
-                // knows) rather than nothing.
-                guard stored != nil || update.kind == .snapshot || update.removed.contains(path)
-                    || (update.kind == .unavailable && last == nil)
-                else { continue }
-                // A write of the value the key has (or a read again that finds it) is not a new value.
-                let effective: DBusValue?
-                if let stored {
-                    effective = stored
-                } else {
-                    if encodedDefault == nil { encodedDefault = .some(try? Value.settingRepresentation.encode(defaultValue)) }
-                    effective = encodedDefault ?? nil
+
+            @inlinable
+            public mutating func next() async -> Value? {
+                if let value = fixed {
+                    fixed = nil
+                    return value
                 }
-                if let last, last == effective { continue }
-                last = .some(effective)
-                return SettingKey.decode(stored, default: defaultValue).value
+                guard let path, let defaultValue else { return nil }
+                while let update = await updates?.next() {
+                    // One lookup for the common case, a new value of the key.
+                    let stored = update.values[path]
+                    // Before the first value: a store that cannot reach its broker gives the default (or what it
+                    // knows) rather than nothing.
+                    guard stored != nil || update.kind == .snapshot || update.removed.contains(path)
+                        || (update.kind == .unavailable && last == nil)
+                    else { continue }
+                    // A write of the value the key has (or a read again that finds it) is not a new value.
+                    let effective: DBusValue?
+                    if let stored {
+                        effective = stored
+                    } else {
+                        if encodedDefault == nil { encodedDefault = .some(try? Value.settingRepresentation.encode(defaultValue)) }
+                        effective = encodedDefault ?? nil
+                    }
+                    if let last, last == effective { continue }
+                    last = .some(effective)
+                    return SettingKey.decode(stored, default: defaultValue).value
+                }
+                return nil
             }
-            return nil
         }
-    }
 
-    /// Makes the iterator.
-    public func makeAsyncIterator() -> Iterator {
-        Iterator(updates: updates?.makeAsyncIterator(), path: key?.path, defaultValue: key?.defaultValue, fixed: fixed)
-    }
+        /// Makes the iterator.
+        public func makeAsyncIterator() -> Iterator {
+            Iterator(updates: updates?.makeAsyncIterator(), path: key?.path, defaultValue: key?.defaultValue, fixed: fixed)
+        }
 
-    /// Ends the stream and its subscription; an iterator then returns nil.
-    public func stop() {
-        updates?.stop()
+        /// Ends the stream and its subscription; an iterator then returns nil.
+        public func stop() {
+            updates?.stop()
+        }
     }
 }
 
-/// The changes of one key (``SettingsStore/changes(for:)``).
-public struct SettingChanges<Value: SettingValue>: AsyncSequence, Sendable {
-    public typealias Element = SettingChange<Value>
-    public typealias Failure = Never
+extension SettingKey {
+    /// The changes of one key (``SettingsStore/changes(for:)``).
+    public struct Changes: AsyncSequence, Sendable {
+        public typealias Element = SettingChange<Value>
+        public typealias Failure = Never
 
-    private let updates: SettingsUpdates
-    private let key: SettingKey<Value>
+        private let updates: SettingsUpdates
+        private let key: SettingKey<Value>
 
-    /// The changes of a key, decoded from its updates.
-    init(updates: SettingsUpdates, key: SettingKey<Value>) {
-        self.updates = updates
-        self.key = key
-    }
-
-    /// Yields each update that reports the key (the snapshot taken when watching began is passed over),
-    /// decoded when it is taken.
-    ///
-    /// Inlinable, so that it is specialized for `Value` in the consumer's module (see ``SettingValues/Iterator``).
-    public struct Iterator: AsyncIteratorProtocol {
-        @usableFromInline var updates: SettingsUpdates.Iterator
-        @usableFromInline let key: SettingKey<Value>
-
-        @usableFromInline
-        init(updates: SettingsUpdates.Iterator, key: SettingKey<Value>) {
+        /// The changes of a key, decoded from its updates.
+        init(updates: SettingsUpdates, key: SettingKey<Value>) {
             self.updates = updates
             self.key = key
         }
 
-        @inlinable
-        public mutating func next() async -> SettingChange<Value>? {
-            while let update = await updates.next() {
-                guard update.kind != .snapshot, update.kind != .unavailable else { continue }
-                let stored = update.values[key.path]
-                guard stored != nil || update.removed.contains(key.path) else { continue }
-                let (value, problem) = key.decode(stored)
-                return SettingChange(
-                    kind: stored == nil ? .reset : .set, value: value, origin: update.origin, serial: update.serial,
-                    problem: problem)
+        /// Yields each update that reports the key (the snapshot taken when watching began is passed over),
+        /// decoded when it is taken.
+        ///
+        /// Inlinable, so that it is specialized for `Value` in the consumer's module (see ``SettingKey/Values/Iterator``).
+        public struct Iterator: AsyncIteratorProtocol {
+            @usableFromInline var updates: SettingsUpdates.Iterator
+            @usableFromInline let key: SettingKey<Value>
+
+            @usableFromInline
+            init(updates: SettingsUpdates.Iterator, key: SettingKey<Value>) {
+                self.updates = updates
+                self.key = key
             }
-            return nil
+
+            @inlinable
+            public mutating func next() async -> SettingChange<Value>? {
+                while let update = await updates.next() {
+                    guard update.kind != .snapshot, update.kind != .unavailable else { continue }
+                    let stored = update.values[key.path]
+                    guard stored != nil || update.removed.contains(key.path) else { continue }
+                    let (value, problem) = key.decode(stored)
+                    return SettingChange(
+                        kind: stored == nil ? .reset : .set, value: value, origin: update.origin, serial: update.serial,
+                        problem: problem)
+                }
+                return nil
+            }
         }
-    }
 
-    /// Makes the iterator.
-    public func makeAsyncIterator() -> Iterator {
-        Iterator(updates: updates.makeAsyncIterator(), key: key)
-    }
+        /// Makes the iterator.
+        public func makeAsyncIterator() -> Iterator {
+            Iterator(updates: updates.makeAsyncIterator(), key: key)
+        }
 
-    /// Ends the stream and its subscription; an iterator then returns nil.
-    public func stop() {
-        updates.stop()
+        /// Ends the stream and its subscription; an iterator then returns nil.
+        public func stop() {
+            updates.stop()
+        }
     }
 }

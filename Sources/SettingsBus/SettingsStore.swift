@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-public import DBus
+import DBus
 public import SettingsModel
 
 /// A place where settings live: the broker on the bus (``BusSettingsStore``) or memory
@@ -81,9 +81,9 @@ public protocol SettingsStore: Sendable {
 
     /// The updates of a key or of every key below a directory.
     ///
-    /// The first element is a ``SettingsUpdate/Kind/snapshot`` of the current values, read after the
+    /// The first element is a `SettingsUpdate.Kind/snapshot` of the current values, read after the
     /// subscription was in place; every later element is a change committed after it, in serial order, or a
-    /// ``SettingsUpdate/Kind/resync`` with what changed while the store was unreachable. The sequence ends
+    /// `SettingsUpdate.Kind/resync` with what changed while the store was unreachable. The sequence ends
     /// when the consuming task is cancelled.
     func updates(of location: SettingLocation) -> SettingsUpdates
 
@@ -180,79 +180,6 @@ extension SettingsStore {
     }
 }
 
-/// The effective value of a key as known locally.
-public struct CachedSetting: Sendable, Hashable {
-    /// The effective value; nil when the key has none.
-    public var value: DBusValue?
-    /// The serial the local copy is current at.
-    public var serial: UInt64
-
-    /// Makes a cached value.
-    public init(value: DBusValue?, serial: UInt64) {
-        self.value = value
-        self.serial = serial
-    }
-}
-
-/// Effective values read at one serial.
-public struct SettingsSnapshot: Sendable, Hashable {
-    /// The effective values; keys without one are absent.
-    public var values: [SettingPath: DBusValue]
-    /// The store's last commit when the values were read.
-    public var serial: UInt64
-
-    /// Makes a snapshot.
-    public init(values: [SettingPath: DBusValue], serial: UInt64) {
-        self.values = values
-        self.serial = serial
-    }
-}
-
-/// What one commit changed below a watched location, or the state when watching began.
-public struct SettingsUpdate: Sendable, Hashable {
-    /// What an update reports.
-    public enum Kind: Sendable, Hashable {
-        /// The current values when watching began (``values`` holds every key with a value).
-        case snapshot
-        /// One commit.
-        case change
-        /// What changed while the store was unreachable (a broker restart), found by reading again.
-        case resync
-        /// The broker cannot be reached before the watch could read anything: ``values`` holds what the local
-        /// copy knows of the location from other watches (often nothing), ``serial`` is 0. A
-        /// ``snapshot`` follows when the broker is reached. ``SettingsStore/values(for:)`` yields the
-        /// key's default then, rather than nothing.
-        case unavailable
-    }
-
-    /// What the update reports.
-    public var kind: Kind
-    /// New effective values (a key reset to a registered default carries the default).
-    public var values: [SettingPath: DBusValue]
-    /// Keys left without any value.
-    public var removed: Set<SettingPath>
-    /// The serial of the commit, or of the read.
-    public var serial: UInt64
-    /// The unique bus name of the writer, when known.
-    public var origin: String?
-
-    /// Makes an update.
-    public init(
-        kind: Kind, values: [SettingPath: DBusValue], removed: Set<SettingPath>, serial: UInt64, origin: String?
-    ) {
-        self.kind = kind
-        self.values = values
-        self.removed = removed
-        self.serial = serial
-        self.origin = origin
-    }
-
-    /// Whether the update says anything about `key`.
-    public func mentions(_ key: SettingPath) -> Bool {
-        values[key] != nil || removed.contains(key)
-    }
-}
-
 /// The updates of a watched location, as an `AsyncSequence` (see ``SettingsStore/updates(of:)``).
 public struct SettingsUpdates: AsyncSequence, Sendable {
     public typealias Element = SettingsUpdate
@@ -265,7 +192,7 @@ public struct SettingsUpdates: AsyncSequence, Sendable {
 
     private let source: Source
     private let finish: @Sendable () -> Void
-    /// Whether the iterator passes over ``SettingsUpdate/Kind/snapshot`` and ``SettingsUpdate/Kind/unavailable``
+    /// Whether the iterator passes over `SettingsUpdate.Kind/snapshot` and `SettingsUpdate.Kind/unavailable`
     /// updates (``SettingsStore/changes(under:)``).
     private var skipsSnapshots = false
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 import DBus
+import SettingsModel
 
 /// The stream between a ``WatchHub`` and one consumer of its updates: what `AsyncStream` does for this one
 /// element type, with less work per update.

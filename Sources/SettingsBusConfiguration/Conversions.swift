@@ -4,6 +4,7 @@
 import Configuration
 import DBus
 import SettingsBus
+import SettingsModel
 
 /// How a configuration key becomes a setting key (``SettingsBusProvider``).
 enum KeyMapping {

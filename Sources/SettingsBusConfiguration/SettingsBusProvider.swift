@@ -5,6 +5,7 @@ public import Configuration
 public import DBus
 public import SettingsBus
 import Synchronization
+import SettingsModel
 
 /// A swift-configuration provider over one directory of the settings bus.
 ///

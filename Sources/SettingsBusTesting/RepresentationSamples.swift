@@ -21,7 +21,7 @@ public enum RepresentationSamples {
         public var weights: [Int]
         public var fallback: String?
         public var updated: Date
-        public static let settingRepresentation = CodableRepresentation<Font>()
+        public static let settingRepresentation = SettingRepresentations.Codable<Font>()
 
         /// Makes a font.
         public init(family: String, size: Double, weights: [Int], fallback: String?, updated: Date) {
@@ -37,7 +37,7 @@ public enum RepresentationSamples {
     public struct Version: LosslessStringConvertible, SettingValue, Hashable, Sendable {
         public var major: Int
         public var minor: Int
-        public static let settingRepresentation = LosslessStringRepresentation<Version>()
+        public static let settingRepresentation = SettingRepresentations.LosslessString<Version>()
 
         /// Makes a version.
         public init(major: Int, minor: Int) {
@@ -59,7 +59,7 @@ public enum RepresentationSamples {
     /// A type stored through a proxy (`d`).
     public struct Celsius: SettingValue, Hashable, Sendable {
         public var degrees: Double
-        public static let settingRepresentation = ProxyRepresentation<Celsius, Double>(
+        public static let settingRepresentation = SettingRepresentations.Proxy<Celsius, Double>(
             to: { $0.degrees }, from: { Celsius(degrees: $0) })
 
         /// Makes a temperature.

@@ -12,8 +12,8 @@
 /// Invalid: `` (empty), `a/b` (no leading `/`), `/` (the root directory), `/a/` (a directory), `/a//b` (empty
 /// segment), `/a b` (space), `/é` (not ASCII), `/a/b:c` (`:`).
 ///
-/// Directories, which end with `/`, are a separate type, ``SettingDirectory``, so that an API taking a key
-/// cannot be handed a directory by mistake; ``SettingLocation`` holds either where both are allowed. The type
+/// Directories, which end with `/`, are a separate type, `SettingDirectory`, so that an API taking a key
+/// cannot be handed a directory by mistake; `SettingLocation` holds either where both are allowed. The type
 /// is not called `KeyPath`, which would shadow the standard library's `Swift.KeyPath` in every file that
 /// imports this module.
 ///
@@ -36,7 +36,7 @@ public struct SettingPath: Sendable, Hashable {
     /// Validates and wraps a key.
     ///
     /// - Parameter text: The key text.
-    /// - Throws: ``SettingsError`` with code ``SettingsError/Code/invalidKey``, whose message quotes the text and
+    /// - Throws: ``SettingsError`` with code `SettingsError.Code.invalidKey`, whose message quotes the text and
     ///   names the rule it breaks, for example `invalid key '/a//b': empty segment at byte 3 ('//' is not
     ///   allowed)`.
     public init(_ text: String) throws(SettingsError) {

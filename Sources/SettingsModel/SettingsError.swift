@@ -6,7 +6,7 @@ public import DBus
 ///
 /// The broker answers every refused call with one of these, sent as a D-Bus error named
 /// `io.github.settingsbus.Settings1.Error.<Name>`; the client library turns such replies back into a
-/// `SettingsError` with the same code and message. ``Code`` maps each code to its D-Bus error name and back, in
+/// `SettingsError` with the same code and message. `Code` maps each code to its D-Bus error name and back, in
 /// one table.
 ///
 /// Errors compare and hash by ``code`` only, so a test can write `#expect(throws: SettingsError.outOfRange)`-style
@@ -46,13 +46,13 @@ public struct SettingsError: Error, Sendable {
     /// - Parameters:
     ///   - dbusErrorName: The error name of the reply, such as `io.github.settingsbus.Settings1.Error.UnknownKey`.
     ///   - message: The message of the reply, kept as it is.
-    /// - Returns: `nil` when the name is not in the table of ``Code``.
+    /// - Returns: `nil` when the name is not in the table of `Code`.
     public init?(dbusErrorName: String, message: String, file: String = #fileID, line: Int = #line) {
         guard let code = Code(dbusErrorName: dbusErrorName) else { return nil }
         self.init(code, message, file: file, line: line)
     }
 
-    /// Makes an error from a `DBusError` whose name is in the table of ``Code``.
+    /// Makes an error from a `DBusError` whose name is in the table of `Code`.
     ///
     /// - Returns: `nil` when the error's name is not one the settings bus uses.
     public init?(_ error: DBusError, file: String = #fileID, line: Int = #line) {

@@ -9,6 +9,7 @@
 import Foundation
 import DBus
 import SettingsBus
+import SettingsModel
 
 let arguments = CommandLine.arguments
 guard arguments.count == 4, let id = Int(arguments[1]), let keyCount = Int(arguments[2]),

@@ -7,6 +7,7 @@ import SettingsBus
 import SettingsBusConfiguration
 import SettingsBusTesting
 import Testing
+import SettingsModel
 
 /// The provider with the real broker on a private bus, read through a `ConfigReader` next to
 /// swift-configuration's own providers, and written by other processes.

@@ -7,6 +7,7 @@ import SettingsBus
 import SettingsBusConfiguration
 import SettingsBusTesting
 import Testing
+import SettingsModel
 
 /// The values of swift-configuration's provider compatibility test, as settings below a directory.
 enum CompatValues {

@@ -6,6 +6,7 @@ import Observation
 import SettingsBus
 import SettingsBusTesting
 import Testing
+import SettingsModel
 
 /// The bus-backed store against a stand-in broker whose signals the test controls, and against the real
 /// broker for activation, reconnection and D-Bus tools.

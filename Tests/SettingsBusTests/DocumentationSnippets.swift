@@ -31,7 +31,7 @@ func start(settings: some SettingsStore) async throws {
 struct EditorFont: Codable, SettingValue {
     var family: String
     var size: Double
-    static let settingRepresentation = CodableRepresentation<EditorFont>()
+    static let settingRepresentation = SettingRepresentations.Codable<EditorFont>()
 }
 
 extension SettingKey {

@@ -1,33 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
 
-// An app's code that imports SettingsBus and nothing else of this package: it names every type the public
-// signatures of SettingsBus use, so a type that a signature needs and SettingsBus does not re-export stops
-// this file from compiling. Keep it free of `import DBus`, `import SettingsModel` and `@testable`.
+// An app's code that imports SettingsBus and nothing else of this package: keys of the app's own types,
+// stores, streams, transactions, descriptions and errors, with nothing but the names `import SettingsBus`
+// brings (AppNamespaceTests lists them). Keep it free of `import DBus`, `import SettingsModel` and
+// `@testable`: a name an app needs that SettingsBus does not bring stops this file from compiling.
 
+import Foundation
 import SettingsBus
 import Testing
 
-/// A value with a representation of its own, as an app writes one.
-private struct WindowSize: SettingValue, Hashable {
+/// A record stored as `a{sv}`, as an app writes one.
+private struct WindowSize: Codable, SettingValue, Hashable {
     var width: Int32
     var height: Int32
-
-    struct Representation: SettingRepresentation {
-        var dbusType: DBusType? { .structure([.int32, .int32]) }
-
-        func encode(_ value: WindowSize) throws(SettingsError) -> DBusValue? {
-            .structure([.int32(value.width), .int32(value.height)])
-        }
-
-        func decode(_ value: DBusValue) throws(SettingsError) -> WindowSize {
-            guard case .structure(let fields) = value, fields.count == 2, case .int32(let width) = fields[0],
-                case .int32(let height) = fields[1]
-            else { throw .typeMismatch("not a window size: \(value)") }
-            return WindowSize(width: width, height: height)
-        }
-    }
-
-    static var settingRepresentation: Representation { Representation() }
+    static let settingRepresentation = SettingRepresentations.Codable<WindowSize>()
 }
 
 private enum Accent: String, SettingValue, CaseIterable { case blue, green }
@@ -41,11 +27,10 @@ extension SettingKey {
 
 @Suite(.timeLimit(.minutes(1)))
 struct ImportOnlySettingsBusTests {
-    @Test func anAppThatImportsOnlySettingsBusNamesEveryTypeOfItsSignatures() async throws {
-        // A store on a bus is made without connecting: the bus, and the broker's name, are named here.
+    @Test func anAppThatImportsOnlySettingsBusUsesItsKeysStoresStreamsAndTransactions() async throws {
+        // A store on a bus is made without connecting.
         let bus: BusSettingsStore.Bus = .address("unix:path=/nonexistent/settings-bus-test")
-        let busName: BusName = "org.example.OtherBroker"
-        let remote = BusSettingsStore(bus: bus, busName: busName, timeout: .seconds(1))
+        let remote = BusSettingsStore(bus: bus, timeout: .seconds(1))
         await remote.close()
         #expect([BusSettingsStore.Bus.session, .system, bus].count == 3)
 
@@ -53,43 +38,29 @@ struct ImportOnlySettingsBusTests {
         try await store.register(.windowSize, .accent)
         try await store.set(.windowSize, to: WindowSize(width: 800, height: 600))
         #expect(try await store.get(.windowSize) == WindowSize(width: 800, height: 600))
+        let status: ConnectionStatus = store.connectionStatus
+        #expect(status == .connected)
 
-        // The values, types and names a snapshot, an update or a custom store is made of.
-        let path = try SettingPath("/org/example/app/window-size")
-        let directory = try SettingDirectory("/org/example/app/")
-        let location: SettingLocation = .directory(directory)
-        let entry = DBusDictEntry(key: .string("a"), value: .variant(.objectPath(ObjectPath("/org/example"))))
-        let value: DBusValue = .dictionary(key: .string, value: .variant, [entry])
-        let signature = Signature(DBusType.array(.string))
-        #expect(signature == Signature(.array(.string)))
-        let snapshot: SettingsSnapshot = try await store.readTree(directory)
-        #expect(snapshot.values[path] == .structure([.int32(800), .int32(600)]))
-        let cached: CachedSetting? = store.cachedValue(of: path)
-        #expect(cached == nil || cached?.serial == snapshot.serial)
-
-        var transaction = SettingsTransaction(ifSerial: snapshot.serial)
-        transaction.set(try SettingPath("/org/example/app/extra"), to: value)
+        var transaction = SettingsTransaction()
         try transaction.set(.accent, to: .green)
+        try transaction.set(.windowSize, to: WindowSize(width: 1024, height: 768))
         let serial = try await store.commit(transaction)
-        let updates: SettingsUpdates = store.updates(of: location)
-        for await update in updates {
-            let update: SettingsUpdate = update
-            #expect(update.kind == .snapshot && update.serial == serial)
-            break
-        }
         let description: SettingDescription = try await store.describe(.accent)
-        #expect(description.userValue == .string("green"))
-        let schema: SettingSchema? = description.schema
-        #expect(schema?.type == .string)
-        let values: SettingValues<Accent> = store.values(for: .accent)
+        #expect(description.isWritable && description.serial == serial)
+        let path: SettingPath = description.key
+        #expect(path == SettingKey<Accent>.accent.path)
+
+        let values: SettingKey<Accent>.Values = store.values(for: .accent)
         for await accent in values {
             #expect(accent == .green)
             break
         }
-        let changes: SettingChanges<Accent> = store.changes(for: .accent)
+        let changes: SettingKey<Accent>.Changes = store.changes(for: .accent)
         changes.stop()
         let change: SettingChange<Accent>.Kind? = nil
         #expect(change == nil)
+        let observed = await ObservedSetting(.accent, in: store)
+        #expect(observed.value == .green)
         do {
             try await store.set(.accent, to: .blue)
             var conflicting = SettingsTransaction(ifSerial: 0)

@@ -5,6 +5,7 @@ import Foundation
 import SettingsBus
 import SettingsBusTesting
 import Testing
+import SettingsModel
 
 /// A commit whose new values would not fit in one signal: the broker announces it without values, stays on
 /// the bus, and watchers read what changed.

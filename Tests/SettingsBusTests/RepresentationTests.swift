@@ -5,6 +5,7 @@ import Foundation
 import SettingsBus
 import SettingsBusTesting
 import Testing
+import SettingsModel
 
 /// Value representations and keys, without a bus.
 struct RepresentationTests {
@@ -34,7 +35,7 @@ struct RepresentationTests {
     @Test func aMissingRequiredFieldIsATypeMismatch() throws {
         let encoded = try GVariantText.parse("{'title': <'Main'>}")
         let error = #expect(throws: SettingsError.self) {
-            try CodableRepresentation<RepresentationSamples.Font>().decode(encoded)
+            try SettingRepresentations.Codable<RepresentationSamples.Font>().decode(encoded)
         }
         #expect(error?.code == .typeMismatch)
     }

@@ -5,6 +5,7 @@ import Foundation
 import SettingsBus
 import SettingsBusTesting
 import Testing
+import SettingsModel
 
 /// The trust model: secret values stay out of signals, and the system-bus policy lets only root write.
 @Suite(.timeLimit(.minutes(2)))

@@ -7,6 +7,7 @@
 //   notes-v2                  registers, migrates, prints what it reads, then writes values only it allows
 
 import Foundation
+import DBus
 import SettingsBus
 
 extension SettingKey where Value == String {
