@@ -40,7 +40,7 @@ public final class BrokerService: Service, Sendable {
         public var pollingFolders = false
         /// The users given the values of secret keys.
         public var secretReaders: SecretReaders
-        /// Sync across machines, if configured (README, "Sync across machines").
+        /// Sync across machines, if configured (docs/sync.md).
         public var sync: (any StoreSync)?
         /// How much history of commits the store keeps (`--history-limit`, `--history-age`, `--history-size`).
         public var history = HistoryLimits()

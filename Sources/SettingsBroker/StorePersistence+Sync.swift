@@ -4,7 +4,7 @@ import DBus
 import SettingsModel
 import SyncProtocol
 
-// The store's side of sync across machines (README, "Sync across machines"; decision 0028): three tables
+// The store's side of sync across machines (docs/sync.md; decision 0028): three tables
 // beside the values, written in the same transaction as the commit they belong to, so that an acknowledged
 // write is in the queue exactly when it is in the store.
 //

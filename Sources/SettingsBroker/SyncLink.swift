@@ -7,7 +7,7 @@ import SettingsModel
 public import SyncProtocol
 
 /// Sync across machines as the broker does it: the store's side of sync, with the database in another
-/// process (README, "Sync across machines"; decision 0030).
+/// process (docs/sync.md; decision 0030).
 ///
 /// The broker holds the data and never speaks to the network. The sync process (`settings-sync`) holds the
 /// database's connection and password and nothing of the store: it is started by the broker with one end of a

@@ -66,7 +66,7 @@ public final class WritePath: Sendable {
         }
     }
 
-    /// Commits a changeset and returns its serial once it is durable (and announced).
+    /// Commits a changeset and returns its serial once it is durable (its `Changed` follows the answer).
     ///
     /// - Throws: what ``DurableStore/stage(_:for:)`` refuses with, or `StoreFailure` when the commit fails.
     func apply(_ changeset: Changeset) async throws(SettingsError) -> UInt64 {

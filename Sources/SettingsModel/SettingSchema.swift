@@ -35,7 +35,7 @@ public struct SettingSchema: Sendable, Hashable {
     /// answers with the value only for root, its own user and the users of its `--secret-readers`.
     public var isSecret: Bool
     /// Whether the key is machine-local: its values never leave the machine when the broker syncs its
-    /// directory with other machines (README, "Sync across machines").
+    /// directory with other machines (docs/sync.md).
     public var isMachineLocal: Bool = false
 
     /// Makes a schema.

@@ -8,7 +8,7 @@ import SettingsModel
 public import SyncProtocol
 
 /// The sync process's engine: syncs a broker's store with a PostgreSQL database shared by the user's machines
-/// (README, "Sync across machines"; decisions 0028 and 0030), through the broker's ``BrokerLink``.
+/// (docs/sync.md; decisions 0028 and 0030), through the broker's ``BrokerLink``.
 ///
 /// One task does everything, in a loop: connect, make the tables if missing, join (the first time), then push
 /// the queue and pull everything after the cursor, and wait for a hint (a local commit that queued something,

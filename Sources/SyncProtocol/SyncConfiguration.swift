@@ -2,7 +2,7 @@
 
 public import SettingsModel
 
-/// How a broker syncs: the database, the machine, the directories (README, "Sync across machines").
+/// How a broker syncs: the database, the machine, the directories (docs/sync.md).
 public struct SyncConfiguration: Sendable {
     /// The database, from a libpq-style URL.
     public var database: DatabaseAddress

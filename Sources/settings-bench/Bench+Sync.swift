@@ -7,7 +7,7 @@ import SettingsBusTesting
 import SettingsModel
 internal import Glibc
 
-/// Sync across machines through a private PostgreSQL server (README, "Sync across machines"): brokers on
+/// Sync across machines through a private PostgreSQL server (docs/sync.md): brokers on
 /// their own private buses with their own stores stand for machines.
 ///
 /// - A write on A reaching a stream in another process on B, and, in the same writes, on A's own bus.

@@ -43,7 +43,7 @@ struct BusOptions: ParsableArguments {
 
 /// The `--json` flag of the verbs that print values.
 struct JSONOption: ParsableArguments {
-    @Flag(help: "Print JSON: each value as {\"type\", \"value\", \"text\"} (see settingsctl --help and the README).")
+    @Flag(help: "Print JSON: each value as {\"type\", \"value\", \"text\"} (see settingsctl(1), JSON OUTPUT).")
     var json = false
 }
 

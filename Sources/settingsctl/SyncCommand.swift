@@ -6,7 +6,7 @@ import Foundation
 import SettingsBus
 import SettingsModel
 
-/// `settingsctl sync`: the broker's sync across machines (README, "Sync across machines").
+/// `settingsctl sync`: the broker's sync across machines (docs/sync.md).
 struct SyncCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sync",
