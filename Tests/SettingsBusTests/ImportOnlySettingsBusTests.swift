@@ -27,7 +27,7 @@ extension SettingKey {
 
 @Suite(.timeLimit(.minutes(1)))
 struct ImportOnlySettingsBusTests {
-    @Test func anAppThatImportsOnlySettingsBusUsesItsKeysStoresStreamsAndTransactions() async throws {
+    @MainActor @Test func anAppThatImportsOnlySettingsBusUsesItsKeysStoresStreamsAndTransactions() async throws {
         // A store on a bus is made without connecting.
         let bus: BusSettingsStore.Bus = .address("unix:path=/nonexistent/settings-bus-test")
         let remote = BusSettingsStore(bus: bus, timeout: .seconds(1))
@@ -59,7 +59,7 @@ struct ImportOnlySettingsBusTests {
         changes.stop()
         let change: SettingChange<Accent>.Kind? = nil
         #expect(change == nil)
-        let observed = await ObservedSetting(.accent, in: store)
+        let observed = ObservedSetting(.accent, in: store)
         #expect(observed.value == .green)
         do {
             try await store.set(.accent, to: .blue)
