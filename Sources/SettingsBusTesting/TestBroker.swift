@@ -209,13 +209,18 @@ public final class TestBroker: Sendable {
         return outcome
     }
 
-    /// Sends SIGTERM, waits for the broker to exit and removes its temporary directory.
+    /// Sends SIGTERM, waits for the broker to exit and removes its temporary directory. A broker that did not
+    /// stop cleanly has its log written to standard error first, for the failure it is part of.
     ///
     /// - Returns: the exit status (0 for a clean shutdown), or 128 + the signal that ended it.
     @discardableResult
     public func stop() async -> Int32 {
         process.signal(SIGTERM)
         let status = await process.waitForExit()
+        if status != 0 {
+            FileHandle.standardError.write(
+                Data("settings-broker (pid \(process.pid)) stopped with status \(status); its log:\n\(log())\n".utf8))
+        }
         removeDirectories()
         return status
     }
