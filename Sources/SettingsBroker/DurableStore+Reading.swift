@@ -161,16 +161,18 @@ extension DurableStore {
 
     /// What is known of a key: its schema, user value and effective value.
     ///
-    /// - Throws: ``SettingsError`` `UnknownKey` when the key has neither a user value nor a schema.
+    /// - Throws: ``SettingsError`` `UnknownKey` when the key has no user value, no schema, and nothing of the
+    ///   administrator's (a default or a lock: a locked key is described as not writable, so that a client that
+    ///   knows its keys from elsewhere, such as a GSettings schema, learns that it is locked).
     func describe(_ key: SettingPath) throws(SettingsError) -> KeyDescription {
         let (schema, user, effective, administrator) = committed.withLock { state in
             (state.schemas[key], state.userValue(key), state.effectiveValue(key), state.administrator)
         }
         let adminDefault = administrator.defaults[key]
-        guard schema != nil || user != nil || adminDefault != nil else {
+        let lock = administrator.lock(of: key)
+        guard schema != nil || user != nil || adminDefault != nil || lock != nil else {
             throw .unknownKey("\(key) has no value and no registered schema")
         }
-        let lock = administrator.lock(of: key)
         var description = KeyDescription(
             key: key, schema: schema, userValue: user?.value, effectiveValue: effective,
             lastChange: user?.serial ?? lastResetSerial(of: key), writable: lock == nil)
