@@ -26,6 +26,9 @@ let package = Package(
         .library(name: "SettingsBus", targets: ["SettingsBus"]),
         .library(name: "SettingsBusConfiguration", targets: ["SettingsBusConfiguration"]),
         .library(name: "SettingsBusTesting", targets: ["SettingsBusTesting"]),
+        // The GSettings backend `settingsbus`, a GIO module in C (libsettingsbus-gio.so): GIO loads it into
+        // GSettings apps with GSETTINGS_BACKEND=settingsbus.
+        .library(name: "settingsbus-gio", type: .dynamic, targets: ["CGSettingsBackend"]),
         .executable(name: "settings-broker", targets: ["settings-broker"]),
         .executable(name: "settings-sync", targets: ["settings-sync"]),
         .executable(name: "settings-bench", targets: ["settings-bench"]),
@@ -81,6 +84,18 @@ let package = Package(
         .target(
             name: "CSandbox",
             path: "Sources/CSandbox"
+        ),
+        .systemLibrary(
+            name: "CGio",
+            pkgConfig: "gio-2.0",
+            providers: [.apt(["libglib2.0-dev"])]
+        ),
+        .target(
+            name: "CGSettingsBackend",
+            dependencies: ["CGio"],
+            // GIO loads the module into every GSettings app, so it needs no Swift runtime: without swiftc's
+            // start-up object, and linked by scripts/ld-as-needed, which drops the libswiftCore swiftc names.
+            linkerSettings: [.unsafeFlags(["-nostartfiles", "-ld-path=\(Context.packageDirectory)/scripts/ld-as-needed"])]
         ),
         .target(
             name: "SyncProtocol",
@@ -265,6 +280,11 @@ let package = Package(
         ),
         .testTarget(
             name: "SettingsCtlTests",
+            dependencies: ["SettingsBus", "SettingsModel", "DBus", "SettingsBusTesting"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "GSettingsBackendTests",
             dependencies: ["SettingsBus", "SettingsModel", "DBus", "SettingsBusTesting"],
             swiftSettings: swiftSettings
         ),

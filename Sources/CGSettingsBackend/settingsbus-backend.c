@@ -1,0 +1,713 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The GSettings backend `settingsbus`: a GIO module that stores every GSettings app's settings through the
+// settings broker (io.github.settingsbus.Settings1) instead of dconf. It is selected with
+// GSETTINGS_BACKEND=settingsbus and registered below every other backend, so it is used only when asked for.
+//
+// How it keeps GLib's contract for backends:
+// - Reads come from a local copy of each directory in use. The first read below a directory (or GSettings'
+//   subscribe) watches it (Changed, matched with arg0path in the bus daemon) and then reads it whole
+//   (ReadTree), before the read returns: every `gsettings` command is a new process that reads once.
+// - Writes never block: the copy changes, `changed` is emitted, and the write is handed to a writer thread that
+//   calls the broker, one write after another in the order they were made. A write the broker refuses (a type,
+//   range or choice, a lock) is undone in the copy, with `changed` again, and logged with the broker's error.
+//   A key already known to be locked is refused at once (write returns FALSE).
+// - write_tree (g_settings_apply) is one Apply: one commit, one Changed. reset is a Reset. sync waits until the
+//   writer has nothing left.
+// - get_writable comes from Describe, kept per key until a DescriptionChanged names the key, which emits
+//   `writable-changed`.
+// - D-Bus has no maybe type: a value of a maybe type `mT` is stored as an array `aT` of no element (nothing) or
+//   one (just the value), and read back as a maybe when the schema's type is one.
+//
+// The broker's signals are received on a thread of the module's own, with its own main context, so that they
+// are handled whether or not the app runs a main loop in the thread that first read; GSettingsBackend hands
+// `changed` to each watcher in the watcher's own context.
+
+#define G_SETTINGS_ENABLE_BACKEND
+#include <gio/gio.h>
+#include <gio/gsettingsbackend.h>
+#include <string.h>
+
+#define SETTINGS_BUS_NAME "io.github.settingsbus.Settings1"
+#define SETTINGS_OBJECT_PATH "/io/github/settingsbus/Settings1"
+#define SETTINGS_INTERFACE "io.github.settingsbus.Settings1"
+// A call that takes longer than this fails; the copy then stays as it is (reads give the schema's defaults).
+#define CALL_TIMEOUT_MS 10000
+
+typedef struct {
+    GSettingsBackend parent_instance;
+    // Guards values, directories, writability and pending.
+    GMutex lock;
+    GCond idle;
+    GDBusConnection *bus; // NULL when the session bus cannot be reached
+    GHashTable *values; // key -> GVariant (as stored: D-Bus types); a key without a value is absent
+    GHashTable *directories; // directory -> DirectoryWatch: the directories read and watched
+    GHashTable *writability; // key -> GINT_TO_POINTER(WRITABLE or LOCKED)
+    GThreadPool *writer; // one thread: the writes, in order
+    guint pending; // writes handed to the writer and not answered yet
+    GMainContext *context; // the signal thread's context
+    GMainLoop *loop;
+    GThread *signal_thread;
+    guint description_subscription;
+    gboolean warned_unreachable;
+} SettingsBusBackend;
+
+typedef GSettingsBackendClass SettingsBusBackendClass;
+
+enum { WRITABLE = 1, LOCKED = 2 };
+
+typedef struct {
+    guint subscription;
+    guint64 serial; // the serial of the read; Changed signals up to it are in the copy already
+} DirectoryWatch;
+
+typedef struct {
+    enum { WRITE_SET, WRITE_APPLY, WRITE_RESET } kind;
+    gchar *key; // WRITE_SET, WRITE_RESET
+    GVariant *value; // WRITE_SET: the stored form
+    GVariant *arguments; // WRITE_APPLY: (a{sv}asa{sv})
+    // What the copy held before, to undo a refused write: key -> GVariant or NULL.
+    GHashTable *before;
+    GHashTable *written; // key -> what this write put in the copy (NULL: removed)
+} PendingWrite;
+
+GType settings_bus_backend_get_type(void);
+G_DEFINE_DYNAMIC_TYPE(SettingsBusBackend, settings_bus_backend, G_TYPE_SETTINGS_BACKEND)
+
+#define SETTINGS_BUS_BACKEND(object) ((SettingsBusBackend *) (object))
+
+// MARK: - Values
+
+// A GVariant table's value destructor: the tables of a write hold NULL for "no value".
+static void variant_unref_or_null(gpointer value) {
+    if (value) g_variant_unref(value);
+}
+
+// The directory of a key: everything up to its last '/'.
+static gchar *directory_of(const gchar *key) {
+    const gchar *slash = strrchr(key, '/');
+    return slash ? g_strndup(key, (gsize) (slash - key + 1)) : g_strdup("/");
+}
+
+// The stored form of a value: a maybe `mT` becomes an array `aT` of no element or one.
+// A floating value is consumed.
+static GVariant *stored_form(GVariant *value) {
+    g_variant_ref_sink(value);
+    if (!g_variant_is_of_type(value, G_VARIANT_TYPE_MAYBE)) return value;
+    const GVariantType *element = g_variant_type_element(g_variant_get_type(value));
+    GVariant *inner = g_variant_get_maybe(value);
+    GVariant *array = g_variant_new_array(element, inner ? &inner : NULL, inner ? 1 : 0);
+    if (inner) g_variant_unref(inner);
+    g_variant_unref(value);
+    return g_variant_ref_sink(array);
+}
+
+// A stored value read as the schema's type: NULL when it is not of that type (GSettings then gives the
+// schema's default).
+static GVariant *read_form(GVariant *stored, const GVariantType *expected) {
+    if (!expected || g_variant_is_of_type(stored, expected)) return g_variant_ref(stored);
+    if (g_variant_type_is_maybe(expected) && g_variant_is_of_type(stored, G_VARIANT_TYPE_ARRAY)) {
+        const GVariantType *element = g_variant_type_element(expected);
+        gsize count = g_variant_n_children(stored);
+        if (count > 1) return NULL;
+        if (count == 0) return g_variant_ref_sink(g_variant_new_maybe(element, NULL));
+        GVariant *inner = g_variant_get_child_value(stored, 0);
+        GVariant *maybe = NULL;
+        if (g_variant_is_of_type(inner, element)) maybe = g_variant_ref_sink(g_variant_new_maybe(element, inner));
+        g_variant_unref(inner);
+        return maybe;
+    }
+    return NULL;
+}
+
+// Puts a value in the copy (NULL removes it); returns whether the copy changed. Lock held.
+static gboolean put_locked(SettingsBusBackend *self, const gchar *key, GVariant *stored) {
+    GVariant *old = g_hash_table_lookup(self->values, key);
+    if (old == NULL && stored == NULL) return FALSE;
+    if (old != NULL && stored != NULL && g_variant_equal(old, stored)) return FALSE;
+    if (stored)
+        g_hash_table_insert(self->values, g_strdup(key), g_variant_ref(stored));
+    else
+        g_hash_table_remove(self->values, key);
+    return TRUE;
+}
+
+// MARK: - The signal thread
+
+typedef struct {
+    SettingsBusBackend *self;
+    const gchar *directory;
+    guint subscription;
+    gboolean done;
+} Subscribing;
+
+static void on_changed(GDBusConnection *, const gchar *, const gchar *, const gchar *, const gchar *, GVariant *,
+                       gpointer);
+
+static gboolean subscribe_in_context(gpointer data) {
+    Subscribing *subscribing = data;
+    SettingsBusBackend *self = subscribing->self;
+    guint subscription = g_dbus_connection_signal_subscribe(
+        self->bus, SETTINGS_BUS_NAME, SETTINGS_INTERFACE, "Changed", SETTINGS_OBJECT_PATH, subscribing->directory,
+        G_DBUS_SIGNAL_FLAGS_MATCH_ARG0_PATH, on_changed, self, NULL);
+    g_mutex_lock(&self->lock);
+    subscribing->subscription = subscription;
+    subscribing->done = TRUE;
+    g_cond_broadcast(&self->idle);
+    g_mutex_unlock(&self->lock);
+    return G_SOURCE_REMOVE;
+}
+
+// Subscribes to the Changed signals of a directory in the signal thread's context, and waits until it has.
+static guint subscribe(SettingsBusBackend *self, const gchar *directory) {
+    Subscribing subscribing = {self, directory, 0, FALSE};
+    g_main_context_invoke(self->context, subscribe_in_context, &subscribing);
+    g_mutex_lock(&self->lock);
+    while (!subscribing.done) g_cond_wait(&self->idle, &self->lock);
+    g_mutex_unlock(&self->lock);
+    return subscribing.subscription;
+}
+
+static gpointer run_signal_thread(gpointer data) {
+    SettingsBusBackend *self = data;
+    g_main_context_push_thread_default(self->context);
+    g_main_loop_run(self->loop);
+    g_main_context_pop_thread_default(self->context);
+    return NULL;
+}
+
+// MARK: - Reading
+
+// Watches and reads a directory, once; the copy then follows it. Not called with the lock held.
+static void load_directory(SettingsBusBackend *self, const gchar *directory) {
+    if (!self->bus) return;
+    g_mutex_lock(&self->lock);
+    gboolean known = g_hash_table_contains(self->directories, directory);
+    g_mutex_unlock(&self->lock);
+    if (known) return;
+    // Watched before it is read, so that no change falls between the two.
+    guint subscription = subscribe(self, directory);
+    GError *error = NULL;
+    GVariant *reply = g_dbus_connection_call_sync(
+        self->bus, SETTINGS_BUS_NAME, SETTINGS_OBJECT_PATH, SETTINGS_INTERFACE, "ReadTree",
+        g_variant_new("(s)", directory), G_VARIANT_TYPE("(a{sv}t)"), G_DBUS_CALL_FLAGS_NONE, CALL_TIMEOUT_MS, NULL,
+        &error);
+    g_mutex_lock(&self->lock);
+    if (g_hash_table_contains(self->directories, directory)) {
+        // Another thread read it meanwhile.
+        g_mutex_unlock(&self->lock);
+        g_dbus_connection_signal_unsubscribe(self->bus, subscription);
+        if (reply) g_variant_unref(reply);
+        g_clear_error(&error);
+        return;
+    }
+    DirectoryWatch *watch = g_new0(DirectoryWatch, 1);
+    watch->subscription = subscription;
+    if (reply) {
+        GVariantIter *values = NULL;
+        const gchar *key = NULL;
+        GVariant *value = NULL;
+        g_variant_get(reply, "(a{sv}t)", &values, &watch->serial);
+        while (g_variant_iter_loop(values, "{&sv}", &key, &value)) put_locked(self, key, value);
+        g_variant_iter_free(values);
+        g_variant_unref(reply);
+    }
+    g_hash_table_insert(self->directories, g_strdup(directory), watch);
+    gboolean warn = error && !self->warned_unreachable;
+    if (warn) self->warned_unreachable = TRUE;
+    g_mutex_unlock(&self->lock);
+    if (warn) g_warning("settingsbus: cannot read %s from the settings broker: %s", directory, error->message);
+    g_clear_error(&error);
+}
+
+static GVariant *settings_bus_backend_read(GSettingsBackend *backend, const gchar *key,
+                                           const GVariantType *expected_type, gboolean default_value) {
+    SettingsBusBackend *self = SETTINGS_BUS_BACKEND(backend);
+    // The schema's default is GSettings' own: the broker is asked for the user's value.
+    if (default_value) return NULL;
+    gchar *directory = directory_of(key);
+    load_directory(self, directory);
+    g_free(directory);
+    g_mutex_lock(&self->lock);
+    GVariant *stored = g_hash_table_lookup(self->values, key);
+    GVariant *value = stored ? read_form(stored, expected_type) : NULL;
+    g_mutex_unlock(&self->lock);
+    return value;
+}
+
+static void settings_bus_backend_subscribe(GSettingsBackend *backend, const gchar *name) {
+    SettingsBusBackend *self = SETTINGS_BUS_BACKEND(backend);
+    gchar *directory = g_str_has_suffix(name, "/") ? g_strdup(name) : directory_of(name);
+    load_directory(self, directory);
+    g_free(directory);
+}
+
+static void settings_bus_backend_unsubscribe(GSettingsBackend *backend, const gchar *name) {
+    // The copy of a directory is kept while the process lives: another GSettings object may read it again.
+    (void) backend;
+    (void) name;
+}
+
+// Reads a directory again (a Changed that carried no values: secret keys, or a commit too large to list) and
+// announces what differs.
+static void reload_directory(SettingsBusBackend *self, const gchar *path) {
+    GError *error = NULL;
+    gchar *directory = g_str_has_suffix(path, "/") ? g_strdup(path) : directory_of(path);
+    GVariant *reply = g_dbus_connection_call_sync(
+        self->bus, SETTINGS_BUS_NAME, SETTINGS_OBJECT_PATH, SETTINGS_INTERFACE, "ReadTree",
+        g_variant_new("(s)", directory), G_VARIANT_TYPE("(a{sv}t)"), G_DBUS_CALL_FLAGS_NONE, CALL_TIMEOUT_MS, NULL,
+        &error);
+    if (!reply) {
+        g_warning("settingsbus: cannot read %s again: %s", directory, error->message);
+        g_error_free(error);
+        g_free(directory);
+        return;
+    }
+    GVariantIter *values = NULL;
+    guint64 serial = 0;
+    g_variant_get(reply, "(a{sv}t)", &values, &serial);
+    GHashTable *fresh = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify) g_variant_unref);
+    const gchar *key = NULL;
+    GVariant *value = NULL;
+    while (g_variant_iter_loop(values, "{&sv}", &key, &value))
+        g_hash_table_insert(fresh, g_strdup(key), g_variant_ref(value));
+    g_variant_iter_free(values);
+    g_variant_unref(reply);
+    GPtrArray *changed = g_ptr_array_new_with_free_func(g_free);
+    g_mutex_lock(&self->lock);
+    GHashTableIter iter;
+    gpointer held_key, held_value;
+    // Keys below the directory that went.
+    GPtrArray *gone = g_ptr_array_new_with_free_func(g_free);
+    g_hash_table_iter_init(&iter, self->values);
+    while (g_hash_table_iter_next(&iter, &held_key, &held_value))
+        if (g_str_has_prefix(held_key, directory) && !g_hash_table_contains(fresh, held_key))
+            g_ptr_array_add(gone, g_strdup(held_key));
+    for (guint index = 0; index < gone->len; index++)
+        if (put_locked(self, gone->pdata[index], NULL)) g_ptr_array_add(changed, g_strdup(gone->pdata[index]));
+    g_hash_table_iter_init(&iter, fresh);
+    while (g_hash_table_iter_next(&iter, &held_key, &held_value))
+        if (put_locked(self, held_key, held_value)) g_ptr_array_add(changed, g_strdup(held_key));
+    g_mutex_unlock(&self->lock);
+    for (guint index = 0; index < changed->len; index++)
+        g_settings_backend_changed(G_SETTINGS_BACKEND(self), changed->pdata[index], NULL);
+    g_ptr_array_unref(gone);
+    g_ptr_array_unref(changed);
+    g_hash_table_unref(fresh);
+    g_free(directory);
+}
+
+// Changed(path, values, removed, serial, origin), on the signal thread.
+static void on_changed(GDBusConnection *bus, const gchar *sender, const gchar *object_path,
+                       const gchar *interface_name, const gchar *signal_name, GVariant *parameters, gpointer data) {
+    (void) bus, (void) sender, (void) object_path, (void) interface_name, (void) signal_name;
+    SettingsBusBackend *self = data;
+    if (!g_variant_is_of_type(parameters, G_VARIANT_TYPE("(sa{sv}asts)"))) return;
+    const gchar *path = NULL;
+    GVariantIter *values = NULL;
+    GVariantIter *removed = NULL;
+    guint64 serial = 0;
+    g_variant_get(parameters, "(&sa{sv}ast&s)", &path, &values, &removed, &serial, NULL);
+    gsize count = g_variant_iter_n_children(values) + g_variant_iter_n_children(removed);
+    GPtrArray *changed = g_ptr_array_new_with_free_func(g_free);
+    g_mutex_lock(&self->lock);
+    const gchar *key = NULL;
+    GVariant *value = NULL;
+    while (g_variant_iter_loop(values, "{&sv}", &key, &value)) {
+        gchar *directory = directory_of(key);
+        DirectoryWatch *watch = g_hash_table_lookup(self->directories, directory);
+        g_free(directory);
+        // Only keys of directories in use, and changes the read did not see already.
+        if (watch && serial > watch->serial && put_locked(self, key, value)) g_ptr_array_add(changed, g_strdup(key));
+    }
+    while (g_variant_iter_loop(removed, "&s", &key)) {
+        gchar *directory = directory_of(key);
+        DirectoryWatch *watch = g_hash_table_lookup(self->directories, directory);
+        g_free(directory);
+        if (watch && serial > watch->serial && put_locked(self, key, NULL)) g_ptr_array_add(changed, g_strdup(key));
+    }
+    g_mutex_unlock(&self->lock);
+    for (guint index = 0; index < changed->len; index++)
+        g_settings_backend_changed(G_SETTINGS_BACKEND(self), changed->pdata[index], NULL);
+    // Keys whose values the signal leaves out (secret ones, or a commit too large to list).
+    if (count == 0) reload_directory(self, path);
+    g_variant_iter_free(values);
+    g_variant_iter_free(removed);
+    g_ptr_array_unref(changed);
+}
+
+// DescriptionChanged(path, keys, serial, origin): the writability of these keys may have changed.
+static void on_description_changed(GDBusConnection *bus, const gchar *sender, const gchar *object_path,
+                                   const gchar *interface_name, const gchar *signal_name, GVariant *parameters,
+                                   gpointer data) {
+    (void) bus, (void) sender, (void) object_path, (void) interface_name, (void) signal_name;
+    SettingsBusBackend *self = data;
+    if (!g_variant_is_of_type(parameters, G_VARIANT_TYPE("(sast)")) &&
+        !g_variant_is_of_type(parameters, G_VARIANT_TYPE("(sasts)")))
+        return;
+    GVariantIter *keys = NULL;
+    const gchar *key = NULL;
+    g_variant_get_child(parameters, 1, "as", &keys);
+    GPtrArray *changed = g_ptr_array_new_with_free_func(g_free);
+    g_mutex_lock(&self->lock);
+    while (g_variant_iter_loop(keys, "&s", &key))
+        if (g_hash_table_remove(self->writability, key)) g_ptr_array_add(changed, g_strdup(key));
+    g_mutex_unlock(&self->lock);
+    for (guint index = 0; index < changed->len; index++)
+        g_settings_backend_writable_changed(G_SETTINGS_BACKEND(self), changed->pdata[index]);
+    g_variant_iter_free(keys);
+    g_ptr_array_unref(changed);
+}
+
+// MARK: - Writability
+
+static gboolean settings_bus_backend_get_writable(GSettingsBackend *backend, const gchar *key) {
+    SettingsBusBackend *self = SETTINGS_BUS_BACKEND(backend);
+    if (!self->bus) return FALSE;
+    g_mutex_lock(&self->lock);
+    gint known = GPOINTER_TO_INT(g_hash_table_lookup(self->writability, key));
+    g_mutex_unlock(&self->lock);
+    if (known) return known == WRITABLE;
+    GError *error = NULL;
+    GVariant *reply = g_dbus_connection_call_sync(
+        self->bus, SETTINGS_BUS_NAME, SETTINGS_OBJECT_PATH, SETTINGS_INTERFACE, "Describe",
+        g_variant_new("(s)", key), G_VARIANT_TYPE("(a{sv})"), G_DBUS_CALL_FLAGS_NONE, CALL_TIMEOUT_MS, NULL, &error);
+    if (!reply) {
+        // Not known: say writable, and let the broker be the judge of the write.
+        g_error_free(error);
+        return TRUE;
+    }
+    GVariant *fields = g_variant_get_child_value(reply, 0);
+    gboolean writable = TRUE;
+    g_variant_lookup(fields, "writable", "b", &writable);
+    g_variant_unref(fields);
+    g_variant_unref(reply);
+    g_mutex_lock(&self->lock);
+    g_hash_table_insert(self->writability, g_strdup(key), GINT_TO_POINTER(writable ? WRITABLE : LOCKED));
+    g_mutex_unlock(&self->lock);
+    return writable;
+}
+
+static GPermission *settings_bus_backend_get_permission(GSettingsBackend *backend, const gchar *path) {
+    (void) backend;
+    (void) path;
+    // Locks are per key (get_writable); the broker is the judge of each write.
+    return g_simple_permission_new(TRUE);
+}
+
+// MARK: - Writing
+
+static void pending_write_free(PendingWrite *write) {
+    g_free(write->key);
+    if (write->value) g_variant_unref(write->value);
+    if (write->arguments) g_variant_unref(write->arguments);
+    g_hash_table_unref(write->before);
+    g_hash_table_unref(write->written);
+    g_free(write);
+}
+
+static PendingWrite *pending_write_new(void) {
+    PendingWrite *write = g_new0(PendingWrite, 1);
+    write->before = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, variant_unref_or_null);
+    write->written = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, variant_unref_or_null);
+    return write;
+}
+
+// Changes a key in the copy for a write, noting what it held. Lock held.
+static void stage_locked(SettingsBusBackend *self, PendingWrite *write, const gchar *key, GVariant *stored) {
+    GVariant *old = g_hash_table_lookup(self->values, key);
+    if (!g_hash_table_contains(write->before, key))
+        g_hash_table_insert(write->before, g_strdup(key), old ? g_variant_ref(old) : NULL);
+    g_hash_table_insert(write->written, g_strdup(key), stored ? g_variant_ref(stored) : NULL);
+    put_locked(self, key, stored);
+}
+
+// Undoes a refused write in the copy: each key still holding what the write put there gets back what it held.
+static void undo(SettingsBusBackend *self, PendingWrite *write, const GError *error) {
+    GPtrArray *changed = g_ptr_array_new_with_free_func(g_free);
+    g_mutex_lock(&self->lock);
+    GHashTableIter iter;
+    gpointer key, written;
+    g_hash_table_iter_init(&iter, write->written);
+    while (g_hash_table_iter_next(&iter, &key, &written)) {
+        GVariant *now = g_hash_table_lookup(self->values, key);
+        gboolean untouched = (now == NULL && written == NULL) || (now && written && g_variant_equal(now, written));
+        if (untouched && put_locked(self, key, g_hash_table_lookup(write->before, key)))
+            g_ptr_array_add(changed, g_strdup(key));
+    }
+    g_mutex_unlock(&self->lock);
+    gchar *remote = g_dbus_error_get_remote_error(error);
+    g_warning("settingsbus: the settings broker refused a write of %s: %s%s%s",
+              write->key ? write->key : "several keys", remote ? remote : "", remote ? ": " : "", error->message);
+    g_free(remote);
+    for (guint index = 0; index < changed->len; index++)
+        g_settings_backend_changed(G_SETTINGS_BACKEND(self), changed->pdata[index], NULL);
+    g_ptr_array_unref(changed);
+}
+
+// The writer thread: one write at a time, in the order they were made.
+static void run_write(gpointer data, gpointer user_data) {
+    PendingWrite *write = data;
+    SettingsBusBackend *self = user_data;
+    GVariant *arguments = NULL;
+    const gchar *method = NULL;
+    switch (write->kind) {
+    case WRITE_SET:
+        method = "Set";
+        arguments = g_variant_new("(sv)", write->key, write->value);
+        break;
+    case WRITE_RESET:
+        method = "Reset";
+        arguments = g_variant_new("(s)", write->key);
+        break;
+    case WRITE_APPLY:
+        method = "Apply";
+        arguments = write->arguments;
+        write->arguments = NULL;
+        break;
+    }
+    GError *error = NULL;
+    GVariant *reply = g_dbus_connection_call_sync(self->bus, SETTINGS_BUS_NAME, SETTINGS_OBJECT_PATH,
+                                                  SETTINGS_INTERFACE, method, arguments, G_VARIANT_TYPE("(t)"),
+                                                  G_DBUS_CALL_FLAGS_NONE, CALL_TIMEOUT_MS, NULL, &error);
+    if (reply)
+        g_variant_unref(reply);
+    else {
+        undo(self, write, error);
+        g_error_free(error);
+    }
+    pending_write_free(write);
+    g_mutex_lock(&self->lock);
+    self->pending--;
+    if (self->pending == 0) g_cond_broadcast(&self->idle);
+    g_mutex_unlock(&self->lock);
+}
+
+static void hand_to_writer(SettingsBusBackend *self, PendingWrite *write) {
+    g_thread_pool_push(self->writer, write, NULL);
+}
+
+static gboolean is_locked(SettingsBusBackend *self, const gchar *key) {
+    g_mutex_lock(&self->lock);
+    gboolean locked = GPOINTER_TO_INT(g_hash_table_lookup(self->writability, key)) == LOCKED;
+    g_mutex_unlock(&self->lock);
+    return locked;
+}
+
+static gboolean settings_bus_backend_write(GSettingsBackend *backend, const gchar *key, GVariant *value,
+                                           gpointer origin_tag) {
+    SettingsBusBackend *self = SETTINGS_BUS_BACKEND(backend);
+    if (!self->bus || is_locked(self, key)) {
+        g_variant_ref_sink(value);
+        g_variant_unref(value);
+        return FALSE;
+    }
+    gchar *directory = directory_of(key);
+    load_directory(self, directory);
+    g_free(directory);
+    PendingWrite *write = pending_write_new();
+    write->kind = WRITE_SET;
+    write->key = g_strdup(key);
+    write->value = stored_form(value);
+    g_mutex_lock(&self->lock);
+    stage_locked(self, write, key, write->value);
+    self->pending++;
+    g_mutex_unlock(&self->lock);
+    g_settings_backend_changed(backend, key, origin_tag);
+    hand_to_writer(self, write);
+    return TRUE;
+}
+
+typedef struct {
+    SettingsBusBackend *self;
+    PendingWrite *write;
+    GVariantBuilder *sets;
+    GVariantBuilder *resets;
+    gboolean locked;
+} TreeWrite;
+
+static gboolean check_tree_key(gpointer key, gpointer value, gpointer data) {
+    (void) value;
+    TreeWrite *tree = data;
+    if (is_locked(tree->self, key)) tree->locked = TRUE;
+    return tree->locked;
+}
+
+static gboolean stage_tree_key(gpointer key, gpointer value, gpointer data) {
+    TreeWrite *tree = data;
+    if (value) {
+        GVariant *stored = stored_form(value);
+        g_variant_builder_add(tree->sets, "{sv}", key, stored);
+        stage_locked(tree->self, tree->write, key, stored);
+        g_variant_unref(stored);
+    } else {
+        g_variant_builder_add(tree->resets, "s", key);
+        stage_locked(tree->self, tree->write, key, NULL);
+    }
+    return FALSE;
+}
+
+static gboolean load_tree_key(gpointer key, gpointer value, gpointer data) {
+    (void) value;
+    gchar *directory = directory_of(key);
+    load_directory(data, directory);
+    g_free(directory);
+    return FALSE;
+}
+
+// g_settings_apply() and g_settings_backend_write_tree(): one Apply, one commit.
+static gboolean settings_bus_backend_write_tree(GSettingsBackend *backend, GTree *tree, gpointer origin_tag) {
+    SettingsBusBackend *self = SETTINGS_BUS_BACKEND(backend);
+    TreeWrite write = {self, NULL, NULL, NULL, FALSE};
+    if (!self->bus) return FALSE;
+    g_tree_foreach(tree, check_tree_key, &write);
+    if (write.locked) return FALSE;
+    g_tree_foreach(tree, load_tree_key, self);
+    write.write = pending_write_new();
+    write.write->kind = WRITE_APPLY;
+    write.sets = g_variant_builder_new(G_VARIANT_TYPE("a{sv}"));
+    write.resets = g_variant_builder_new(G_VARIANT_TYPE("as"));
+    g_mutex_lock(&self->lock);
+    g_tree_foreach(tree, stage_tree_key, &write);
+    self->pending++;
+    g_mutex_unlock(&self->lock);
+    GVariantBuilder options;
+    g_variant_builder_init(&options, G_VARIANT_TYPE("a{sv}"));
+    write.write->arguments =
+        g_variant_ref_sink(g_variant_new("(a{sv}asa{sv})", write.sets, write.resets, &options));
+    g_variant_builder_unref(write.sets);
+    g_variant_builder_unref(write.resets);
+    g_settings_backend_changed_tree(backend, tree, origin_tag);
+    hand_to_writer(self, write.write);
+    return TRUE;
+}
+
+static void settings_bus_backend_reset(GSettingsBackend *backend, const gchar *key, gpointer origin_tag) {
+    SettingsBusBackend *self = SETTINGS_BUS_BACKEND(backend);
+    if (!self->bus || is_locked(self, key)) return;
+    gchar *directory = directory_of(key);
+    load_directory(self, directory);
+    g_free(directory);
+    PendingWrite *write = pending_write_new();
+    write->kind = WRITE_RESET;
+    write->key = g_strdup(key);
+    g_mutex_lock(&self->lock);
+    // The broker's Changed brings the value it serves after the reset (an administrator's default), if any.
+    stage_locked(self, write, key, NULL);
+    self->pending++;
+    g_mutex_unlock(&self->lock);
+    g_settings_backend_changed(backend, key, origin_tag);
+    hand_to_writer(self, write);
+}
+
+// Waits until every write made so far has been answered by the broker.
+static void settings_bus_backend_sync(GSettingsBackend *backend) {
+    SettingsBusBackend *self = SETTINGS_BUS_BACKEND(backend);
+    g_mutex_lock(&self->lock);
+    while (self->pending > 0) g_cond_wait(&self->idle, &self->lock);
+    g_mutex_unlock(&self->lock);
+}
+
+// MARK: - The object
+
+static gboolean quit_loop(gpointer data) {
+    g_main_loop_quit(data);
+    return G_SOURCE_REMOVE;
+}
+
+static void settings_bus_backend_finalize(GObject *object) {
+    SettingsBusBackend *self = SETTINGS_BUS_BACKEND(object);
+    settings_bus_backend_sync(G_SETTINGS_BACKEND(self));
+    g_thread_pool_free(self->writer, FALSE, TRUE);
+    if (self->bus) {
+        GHashTableIter iter;
+        gpointer directory, watch;
+        g_hash_table_iter_init(&iter, self->directories);
+        while (g_hash_table_iter_next(&iter, &directory, &watch))
+            g_dbus_connection_signal_unsubscribe(self->bus, ((DirectoryWatch *) watch)->subscription);
+        if (self->description_subscription)
+            g_dbus_connection_signal_unsubscribe(self->bus, self->description_subscription);
+        g_object_unref(self->bus);
+    }
+    g_main_context_invoke(self->context, quit_loop, self->loop);
+    g_thread_join(self->signal_thread);
+    g_main_loop_unref(self->loop);
+    g_main_context_unref(self->context);
+    g_hash_table_unref(self->values);
+    g_hash_table_unref(self->directories);
+    g_hash_table_unref(self->writability);
+    g_mutex_clear(&self->lock);
+    g_cond_clear(&self->idle);
+    G_OBJECT_CLASS(settings_bus_backend_parent_class)->finalize(object);
+}
+
+static gboolean subscribe_descriptions(gpointer data) {
+    SettingsBusBackend *self = data;
+    guint subscription = g_dbus_connection_signal_subscribe(
+        self->bus, SETTINGS_BUS_NAME, SETTINGS_INTERFACE, "DescriptionChanged", SETTINGS_OBJECT_PATH, NULL,
+        G_DBUS_SIGNAL_FLAGS_NONE, on_description_changed, self, NULL);
+    g_mutex_lock(&self->lock);
+    self->description_subscription = subscription;
+    g_mutex_unlock(&self->lock);
+    return G_SOURCE_REMOVE;
+}
+
+static void settings_bus_backend_init(SettingsBusBackend *self) {
+    g_mutex_init(&self->lock);
+    g_cond_init(&self->idle);
+    self->values = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify) g_variant_unref);
+    self->directories = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    self->writability = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    self->writer = g_thread_pool_new(run_write, self, 1, TRUE, NULL);
+    self->context = g_main_context_new();
+    self->loop = g_main_loop_new(self->context, FALSE);
+    self->signal_thread = g_thread_new("settingsbus-signals", run_signal_thread, self);
+    GError *error = NULL;
+    self->bus = g_bus_get_sync(G_BUS_TYPE_SESSION, NULL, &error);
+    if (!self->bus) {
+        g_warning("settingsbus: cannot reach the session bus; settings are not stored: %s", error->message);
+        g_error_free(error);
+        return;
+    }
+    g_main_context_invoke(self->context, subscribe_descriptions, self);
+}
+
+static void settings_bus_backend_class_init(SettingsBusBackendClass *class) {
+    GObjectClass *object_class = G_OBJECT_CLASS(class);
+    object_class->finalize = settings_bus_backend_finalize;
+    class->read = settings_bus_backend_read;
+    class->write = settings_bus_backend_write;
+    class->write_tree = settings_bus_backend_write_tree;
+    class->reset = settings_bus_backend_reset;
+    class->get_writable = settings_bus_backend_get_writable;
+    class->get_permission = settings_bus_backend_get_permission;
+    class->subscribe = settings_bus_backend_subscribe;
+    class->unsubscribe = settings_bus_backend_unsubscribe;
+    class->sync = settings_bus_backend_sync;
+}
+
+static void settings_bus_backend_class_finalize(SettingsBusBackendClass *class) {
+    (void) class;
+}
+
+// MARK: - The GIO module
+
+// Below every backend GLib ships (dconf is 100, the memory and keyfile backends lower): never chosen unless
+// GSETTINGS_BACKEND=settingsbus asks for it.
+#define SETTINGS_BUS_BACKEND_PRIORITY -200
+
+G_MODULE_EXPORT void g_io_module_load(GIOModule *module) {
+    // The type stays registered for the life of the process, as GSettings keeps its backend.
+    g_type_module_use(G_TYPE_MODULE(module));
+    settings_bus_backend_register_type(G_TYPE_MODULE(module));
+    g_io_extension_point_implement(G_SETTINGS_BACKEND_EXTENSION_POINT_NAME, settings_bus_backend_get_type(),
+                                   "settingsbus", SETTINGS_BUS_BACKEND_PRIORITY);
+}
+
+G_MODULE_EXPORT void g_io_module_unload(GIOModule *module) {
+    (void) module;
+}
+
+G_MODULE_EXPORT gchar **g_io_module_query(void) {
+    return g_strsplit(G_SETTINGS_BACKEND_EXTENSION_POINT_NAME, "!", 0);
+}

@@ -1,0 +1,306 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import DBus
+import Foundation
+import SettingsBus
+import SettingsBusTesting
+import SettingsModel
+import Testing
+
+/// The GSettings backend `settingsbus` (the GIO module `libsettingsbus-gio.so`) with real peers: `gsettings`,
+/// python3-gi's `Gio.Settings`, `gdbus` and a Swift app, against a real broker on a private bus, with a schema
+/// compiled by `glib-compile-schemas` in a temporary folder.
+@Suite(.timeLimit(.minutes(2)))
+struct GSettingsBackendTests {
+    static let schema = """
+        <schemalist>
+          <schema id="org.example.Editor" path="/org/example/editor/">
+            <key name="greeting" type="s"><default>'hello'</default></key>
+            <key name="count" type="i"><default>1</default></key>
+            <key name="font-size" type="i"><default>12</default></key>
+            <key name="plugins" type="as"><default>[]</default></key>
+            <key name="last-file" type="ms"><default>nothing</default></key>
+            <key name="window" type="(ii)"><default>(640, 480)</default></key>
+          </schema>
+        </schemalist>
+        """
+
+    /// A schema compiled in a temporary folder and a folder of GIO modules holding the built backend.
+    struct Setup {
+        let folder: URL
+        var schemas: URL { folder.appendingPathComponent("schemas") }
+        var modules: URL { folder.appendingPathComponent("modules") }
+
+        init() throws {
+            folder = FileManager.default.temporaryDirectory.appendingPathComponent("settingsbus-gio-\(UUID())")
+            let manager = FileManager.default
+            try manager.createDirectory(at: folder.appendingPathComponent("schemas"), withIntermediateDirectories: true)
+            try manager.createDirectory(at: folder.appendingPathComponent("modules"), withIntermediateDirectories: true)
+            try GSettingsBackendTests.schema.write(
+                to: folder.appendingPathComponent("schemas/org.example.Editor.gschema.xml"), atomically: true,
+                encoding: .utf8)
+            try manager.createSymbolicLink(
+                atPath: folder.appendingPathComponent("modules/libsettingsbus-gio.so").path,
+                withDestinationPath: try BuiltProduct.path("libsettingsbus-gio.so"))
+        }
+
+        func compile() async throws {
+            let compiled = try await TestProcess.run("/usr/bin/glib-compile-schemas", [schemas.path])
+            #expect(compiled.status == 0, "\(compiled.stderr)")
+        }
+
+        /// The environment of a GSettings app on `bus` that stores through the broker.
+        func environment(_ bus: TestBus) -> [String: String] {
+            bus.environment.merging([
+                "GSETTINGS_BACKEND": "settingsbus", "GIO_EXTRA_MODULES": modules.path,
+                "GSETTINGS_SCHEMA_DIR": schemas.path,
+            ]) { _, new in new }
+        }
+
+        func remove() { try? FileManager.default.removeItem(at: folder) }
+    }
+
+    /// Runs `gsettings` and returns its standard output without the last newline; a failure is recorded.
+    static func gsettings(_ arguments: [String], _ environment: [String: String], status: Int32 = 0) async throws
+        -> String
+    {
+        let run = try await TestProcess.run("/usr/bin/gsettings", arguments, environment: environment)
+        #expect(run.status == status, "gsettings \(arguments.joined(separator: " ")): \(run.stderr)")
+        #expect(!run.stderr.contains("settingsbus:") || status != 0, "\(run.stderr)")
+        return run.stdout.hasSuffix("\n") ? String(run.stdout.dropLast()) : run.stdout
+    }
+
+    /// The broker's value of a key; nil when it has none (`UnknownKey`).
+    static func get(_ key: String, _ connection: DBusConnection) async throws -> DBusValue? {
+        let reply: [DBusValue]
+        do {
+            reply = try await connection.call(
+                destination: "io.github.settingsbus.Settings1", path: "/io/github/settingsbus/Settings1",
+                interface: "io.github.settingsbus.Settings1", member: "Get", arguments: [.string(key)],
+                timeout: .seconds(10))
+        } catch let error as DBusError where error.name.rawValue == "io.github.settingsbus.Settings1.Error.UnknownKey" {
+            return nil
+        }
+        guard case .variant(let value)? = reply.first else { return nil }
+        return value
+    }
+
+    static func set(_ key: String, _ value: DBusValue, _ connection: DBusConnection) async throws {
+        _ = try await connection.call(
+            destination: "io.github.settingsbus.Settings1", path: "/io/github/settingsbus/Settings1",
+            interface: "io.github.settingsbus.Settings1", member: "Set", arguments: [.string(key), .variant(value)],
+            timeout: .seconds(10))
+    }
+
+    @Test func gsettingsReadsWritesResetsAndListsThroughTheBroker() async throws {
+        let setup = try Setup()
+        defer { setup.remove() }
+        try await setup.compile()
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus)
+            let connection = try await bus.connect()
+            let environment = setup.environment(bus)
+
+            // A key nobody wrote gives the schema's default.
+            #expect(try await Self.gsettings(["get", "org.example.Editor", "greeting"], environment) == "'hello'")
+
+            // A gsettings set is in the broker, where any client reads it.
+            _ = try await Self.gsettings(["set", "org.example.Editor", "greeting", "'hi there'"], environment)
+            #expect(try await Self.get("/org/example/editor/greeting", connection) == .string("hi there"))
+            _ = try await Self.gsettings(["set", "org.example.Editor", "window", "(800, 600)"], environment)
+            #expect(try await Self.get("/org/example/editor/window", connection) == .structure([.int32(800), .int32(600)]))
+
+            // A write by another client is what the next gsettings reads.
+            try await Self.set("/org/example/editor/count", .int32(7), connection)
+            #expect(try await Self.gsettings(["get", "org.example.Editor", "count"], environment) == "7")
+
+            // A maybe type round-trips: stored as an array of no element or one, which scripts read.
+            _ = try await Self.gsettings(["set", "org.example.Editor", "last-file", "just '/tmp/notes.txt'"], environment)
+            #expect(try await Self.gsettings(["get", "org.example.Editor", "last-file"], environment) == "@ms '/tmp/notes.txt'")
+            #expect(
+                try await Self.get("/org/example/editor/last-file", connection)
+                    == .array(.string, [.string("/tmp/notes.txt")]))
+            _ = try await Self.gsettings(["set", "org.example.Editor", "last-file", "nothing"], environment)
+            #expect(try await Self.gsettings(["get", "org.example.Editor", "last-file"], environment) == "@ms nothing")
+
+            // A reset removes the user value: the schema's default is back.
+            _ = try await Self.gsettings(["reset", "org.example.Editor", "greeting"], environment)
+            #expect(try await Self.get("/org/example/editor/greeting", connection) == nil)
+            #expect(try await Self.gsettings(["get", "org.example.Editor", "greeting"], environment) == "'hello'")
+
+            let listed = try await Self.gsettings(["list-recursively", "org.example.Editor"], environment)
+            #expect(listed.contains("org.example.Editor count 7"), "\(listed)")
+            #expect(listed.contains("org.example.Editor window (800, 600)"), "\(listed)")
+            #expect(try await Self.gsettings(["writable", "org.example.Editor", "count"], environment) == "true")
+
+            // The history names the gsettings process as the writer.
+            let history = try await TestProcess.run(
+                "/usr/bin/gdbus",
+                [
+                    "call", "--session", "-d", "io.github.settingsbus.Settings1", "-o", "/io/github/settingsbus/Settings1",
+                    "-m", "io.github.settingsbus.Settings1.History", "/org/example/editor/greeting", "0", "0", "10",
+                ], environment: bus.environment)
+            #expect(history.stdout.contains("'gsettings'"), "\(history.stdout)")
+            await connection.close()
+            #expect(await broker.stop() == 0)
+        }
+    }
+
+    @Test func aMonitorSeesAnotherClientsWriteAndASwiftAppSeesAGsettingsWrite() async throws {
+        let setup = try Setup()
+        defer { setup.remove() }
+        try await setup.compile()
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus)
+            let connection = try await bus.connect()
+            let environment = setup.environment(bus)
+
+            // gsettings monitor follows the key: a write by gdbus reaches it.
+            let monitor = try RunningProcess.start(
+                "/usr/bin/gsettings", ["monitor", "org.example.Editor", "font-size"], environment: environment)
+            // The monitor has read and watched the directory once a gsettings get of it in the same bus answers;
+            // a write is then retried until the monitor reports it (a monitor that starts late misses none after
+            // its read).
+            let store = BusSettingsStore(bus: .address(bus.address))
+            let fontSize = SettingKey<Int32>("/org/example/editor/font-size", default: 12)
+            let values = Collector(store.values(for: fontSize))
+            #expect(try await values.next(timeLimit: .seconds(10)) == 12)
+            var seen: String?
+            for size in Int32(20)...Int32(40) {
+                try await Self.set("/org/example/editor/font-size", .int32(size), connection)
+                if let line = try? await monitor.nextLine(timeLimit: .seconds(2)) {
+                    seen = line
+                    break
+                }
+            }
+            #expect(seen?.hasPrefix("font-size: ") == true, "\(seen ?? "nothing")")
+            _ = await monitor.terminate()
+
+            // A Swift app's stream sees a gsettings set.
+            _ = try await Self.gsettings(["set", "org.example.Editor", "font-size", "31"], environment)
+            #expect(try await values.next(where: { $0 == 31 }, timeLimit: .seconds(10)) == 31)
+            values.stop()
+            await store.close()
+            await connection.close()
+            #expect(await broker.stop() == 0)
+        }
+    }
+
+    /// `Gio.Settings` in python3-gi: `delay()`, three changes and `apply()` are one commit and one `Changed`.
+    static let delayedApply = """
+        import sys, gi
+        gi.require_version('Gio', '2.0')
+        from gi.repository import Gio
+        s = Gio.Settings.new('org.example.Editor')
+        s.delay()
+        s.set_string('greeting', 'batch')
+        s.set_int('count', 3)
+        s.set_strv('plugins', ['spell', 'git'])
+        s.apply()
+        Gio.Settings.sync()
+        print(s.get_string('greeting'), s.get_int('count'), ','.join(s.get_strv('plugins')), flush=True)
+        """
+
+    @Test func aDelayedApplyIsOneCommitAndOneChanged() async throws {
+        let setup = try Setup()
+        defer { setup.remove() }
+        try await setup.compile()
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus)
+            let connection = try await bus.connect()
+            var rule = MatchRule(
+                sender: "io.github.settingsbus.Settings1", interface: "io.github.settingsbus.Settings1",
+                member: "Changed")
+            rule.arguments[0] = "/org/example/editor/"
+            let changes = Collector(try await connection.signals(matching: rule))
+            let serialBefore = try await connection.call(
+                destination: "io.github.settingsbus.Settings1", path: "/io/github/settingsbus/Settings1",
+                interface: "org.freedesktop.DBus.Properties", member: "Get",
+                arguments: [.string("io.github.settingsbus.Settings1"), .string("Serial")], timeout: .seconds(10))
+
+            let run = try await TestProcess.run(
+                "/usr/bin/python3", ["-c", Self.delayedApply], environment: setup.environment(bus))
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(run.stdout == "batch 3 spell,git\n")
+
+            // One Changed, with the three keys, at the next serial.
+            let changed = try await changes.next(timeLimit: .seconds(10))
+            guard case .dictionary(_, _, let entries) = changed.body[1], case .uint64(let serial) = changed.body[3],
+                case .variant(.uint64(let before))? = serialBefore.first
+            else {
+                Issue.record("unexpected Changed \(changed.body) or serial \(serialBefore)")
+                return
+            }
+            #expect(entries.count == 3)
+            #expect(serial == before + 1)
+            #expect(try await Self.get("/org/example/editor/plugins", connection) == .array(.string, [.string("spell"), .string("git")]))
+            changes.stop()
+            await connection.close()
+            #expect(await broker.stop() == 0)
+        }
+    }
+
+    /// Asks whether a locked key is writable, then writes it: the write is refused at once.
+    static let writeLocked = """
+        import gi
+        gi.require_version('Gio', '2.0')
+        from gi.repository import Gio
+        s = Gio.Settings.new('org.example.Editor')
+        writable = s.is_writable('greeting')
+        written = s.set_string('greeting', 'mine')
+        Gio.Settings.sync()
+        print(writable, written, s.get_value('greeting').print_(False), flush=True)
+        """
+
+    @Test func aWriteTheBrokerRefusesIsUndoneAndALockedKeyIsNotWritable() async throws {
+        let setup = try Setup()
+        defer { setup.remove() }
+        try await setup.compile()
+        let admin = setup.folder.appendingPathComponent("admin")
+        try FileManager.default.createDirectory(
+            at: admin.appendingPathComponent("locks.d"), withIntermediateDirectories: true)
+        try "/org/example/editor/greeting\n".write(
+            to: admin.appendingPathComponent("locks.d/site"), atomically: true, encoding: .utf8)
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus, arguments: ["--admin-dir", admin.path])
+            let environment = setup.environment(bus)
+            // The broker knows a range for count that the GSettings schema does not say.
+            let store = BusSettingsStore(bus: .address(bus.address))
+            try await store.register(SettingKey<Int32>("/org/example/editor/count", default: 1).range(0...10))
+            await store.close()
+
+            // A value the broker refuses: gsettings wrote it to its copy, the broker refused it, and the module
+            // undid it and said why (the next reader sees the old value).
+            let refused = try await TestProcess.run(
+                "/usr/bin/gsettings", ["set", "org.example.Editor", "count", "50"], environment: environment)
+            #expect(refused.stderr.contains("OutOfRange"), "\(refused.stderr)")
+            #expect(try await Self.gsettings(["get", "org.example.Editor", "count"], environment) == "1")
+
+            // The administrator's lock: not writable, and a set changes nothing. A process that does not know the
+            // lock yet writes, and the broker's NotWritable undoes it; one that asked (is_writable) is refused at
+            // once: set returns false.
+            #expect(try await Self.gsettings(["writable", "org.example.Editor", "greeting"], environment) == "false")
+            let locked = try await TestProcess.run(
+                "/usr/bin/gsettings", ["set", "org.example.Editor", "greeting", "'mine'"], environment: environment)
+            #expect(locked.stderr.contains("NotWritable"), "\(locked.stderr)")
+            #expect(try await Self.gsettings(["get", "org.example.Editor", "greeting"], environment) == "'hello'")
+            let asked = try await TestProcess.run(
+                "/usr/bin/python3", ["-c", Self.writeLocked], environment: environment)
+            #expect(asked.stdout == "False False 'hello'\n", "\(asked.stdout) \(asked.stderr)")
+            #expect(await broker.stop() == 0)
+        }
+    }
+
+    @Test func theModuleNeedsNoSwiftRuntime() async throws {
+        let module = try BuiltProduct.path("libsettingsbus-gio.so")
+        let dynamic = try await TestProcess.run("/usr/bin/readelf", ["-d", module])
+        #expect(dynamic.status == 0)
+        let needed = dynamic.stdout.split(separator: "\n").filter { $0.contains("(NEEDED)") }
+        #expect(!needed.isEmpty)
+        #expect(needed.allSatisfy { !$0.contains("swift") && !$0.contains("stdc++") }, "\(needed)")
+        let symbols = try await TestProcess.run("/usr/bin/nm", ["-D", "--defined-only", module])
+        for function in ["g_io_module_load", "g_io_module_unload", "g_io_module_query"] {
+            #expect(symbols.stdout.contains(" T \(function)"), "\(function) is not exported")
+        }
+    }
+}
