@@ -3,8 +3,8 @@
 /// A validated settings directory, such as `/org/example/editor/`.
 ///
 /// A directory starts and ends with `/`; `/` alone is the root directory. Otherwise the grammar is that of
-/// ``SettingPath``: no empty segment (`//`), segments of `[A-Za-z0-9._-]`, at most
-/// ``SettingPath/maximumLength`` UTF-8 bytes.
+/// `SettingPath`: no empty segment (`//`), segments of `[A-Za-z0-9._-]`, at most
+/// `SettingPath.maximumLength` UTF-8 bytes.
 ///
 /// Valid: `/`, `/org/`, `/org/example/editor/`, `/a.b/c-d/`.
 /// Invalid: `` (empty), `org/` (no leading `/`), `/org` (a key), `/org//` (empty segment), `//` (empty segment),
@@ -25,7 +25,7 @@ public struct SettingDirectory: Sendable, Hashable {
     /// Validates and wraps a directory.
     ///
     /// - Parameter text: The directory text, ending with `/`.
-    /// - Throws: ``SettingsError`` with code ``SettingsError/Code/invalidKey``, whose message quotes the text and
+    /// - Throws: `SettingsError` with code `SettingsError.Code.invalidKey`, whose message quotes the text and
     ///   names the rule it breaks.
     public init(_ text: String) throws(SettingsError) {
         if let problem = SettingPathGrammar.problem(in: text, as: .directory) {
@@ -83,7 +83,7 @@ public struct SettingDirectory: Sendable, Hashable {
     /// Returns the key of a direct child of this directory.
     ///
     /// - Parameter name: One segment, such as `theme`.
-    /// - Throws: ``SettingsError`` with code ``SettingsError/Code/invalidKey`` when the name is not one valid
+    /// - Throws: `SettingsError` with code `SettingsError.Code.invalidKey` when the name is not one valid
     ///   segment or the key would be too long.
     public func key(named name: String) throws(SettingsError) -> SettingPath {
         guard !name.isEmpty, !name.utf8.contains(SettingPathGrammar.slash) else {
@@ -96,7 +96,7 @@ public struct SettingDirectory: Sendable, Hashable {
     /// Returns a direct subdirectory of this directory.
     ///
     /// - Parameter name: One segment, such as `editor`, without slashes.
-    /// - Throws: ``SettingsError`` with code ``SettingsError/Code/invalidKey`` when the name is not one valid
+    /// - Throws: `SettingsError` with code `SettingsError.Code.invalidKey` when the name is not one valid
     ///   segment or the directory would be too long.
     public func subdirectory(named name: String) throws(SettingsError) -> SettingDirectory {
         guard !name.isEmpty, !name.utf8.contains(SettingPathGrammar.slash) else {
