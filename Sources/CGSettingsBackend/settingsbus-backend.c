@@ -349,9 +349,12 @@ static void on_description_changed(GDBusConnection *bus, const gchar *sender, co
     const gchar *key = NULL;
     g_variant_get_child(parameters, 1, "as", &keys);
     GPtrArray *changed = g_ptr_array_new_with_free_func(g_free);
+    // Every key named: the app's GSettings objects hear of those below their paths (GSettingsBackend filters).
     g_mutex_lock(&self->lock);
-    while (g_variant_iter_loop(keys, "&s", &key))
-        if (g_hash_table_remove(self->writability, key)) g_ptr_array_add(changed, g_strdup(key));
+    while (g_variant_iter_loop(keys, "&s", &key)) {
+        g_hash_table_remove(self->writability, key);
+        g_ptr_array_add(changed, g_strdup(key));
+    }
     g_mutex_unlock(&self->lock);
     for (guint index = 0; index < changed->len; index++)
         g_settings_backend_writable_changed(G_SETTINGS_BACKEND(self), changed->pdata[index]);
@@ -372,16 +375,21 @@ static gboolean settings_bus_backend_get_writable(GSettingsBackend *backend, con
     GVariant *reply = g_dbus_connection_call_sync(
         self->bus, SETTINGS_BUS_NAME, SETTINGS_OBJECT_PATH, SETTINGS_INTERFACE, "Describe",
         g_variant_new("(s)", key), G_VARIANT_TYPE("(a{sv})"), G_DBUS_CALL_FLAGS_NONE, CALL_TIMEOUT_MS, NULL, &error);
-    if (!reply) {
-        // Not known: say writable, and let the broker be the judge of the write.
-        g_error_free(error);
-        return TRUE;
-    }
-    GVariant *fields = g_variant_get_child_value(reply, 0);
     gboolean writable = TRUE;
-    g_variant_lookup(fields, "writable", "b", &writable);
-    g_variant_unref(fields);
-    g_variant_unref(reply);
+    if (!reply) {
+        // A key the broker knows nothing of (no value, no schema, no lock) is writable. Any other failure: say
+        // writable without keeping it, and let the broker be the judge of the write.
+        gchar *remote = g_dbus_error_get_remote_error(error);
+        gboolean unknown = remote && strcmp(remote, SETTINGS_INTERFACE ".Error.UnknownKey") == 0;
+        g_free(remote);
+        g_error_free(error);
+        if (!unknown) return TRUE;
+    } else {
+        GVariant *fields = g_variant_get_child_value(reply, 0);
+        g_variant_lookup(fields, "writable", "b", &writable);
+        g_variant_unref(fields);
+        g_variant_unref(reply);
+    }
     g_mutex_lock(&self->lock);
     g_hash_table_insert(self->writability, g_strdup(key), GINT_TO_POINTER(writable ? WRITABLE : LOCKED));
     g_mutex_unlock(&self->lock);

@@ -291,6 +291,48 @@ struct GSettingsBackendTests {
         }
     }
 
+    /// Follows the writability of `font-size` and prints each `writable-changed`, until the key is locked (or 60 s
+    /// pass).
+    static let followWritability = """
+        import gi
+        gi.require_version('Gio', '2.0')
+        from gi.repository import Gio, GLib
+        s = Gio.Settings.new('org.example.Editor')
+        loop = GLib.MainLoop()
+        def changed(settings, key):
+            print('writable-changed', key, settings.is_writable(key), flush=True)
+            if key == 'font-size' and not settings.is_writable(key):
+                loop.quit()
+        s.connect('writable-changed', changed)
+        print('writable', s.is_writable('font-size'), flush=True)
+        GLib.timeout_add_seconds(60, loop.quit)
+        loop.run()
+        """
+
+    @Test func anAdministratorsNewLockReachesARunningAppAsWritableChanged() async throws {
+        let setup = try Setup()
+        defer { setup.remove() }
+        try await setup.compile()
+        let admin = setup.folder.appendingPathComponent("admin")
+        try FileManager.default.createDirectory(
+            at: admin.appendingPathComponent("locks.d"), withIntermediateDirectories: true)
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus, arguments: ["--admin-dir", admin.path])
+            let app = try RunningProcess.start(
+                "/usr/bin/python3", ["-c", Self.followWritability], environment: setup.environment(bus))
+            #expect(try await app.nextLine(timeLimit: .seconds(30)) == "writable True")
+
+            // When: the administrator locks the key while the app runs.
+            try "/org/example/editor/font-size\n".write(
+                to: admin.appendingPathComponent("locks.d/site"), atomically: true, encoding: .utf8)
+
+            // Then: the broker's DescriptionChanged reaches the app as writable-changed, and the key is locked.
+            #expect(try await app.nextLine(timeLimit: .seconds(30)) == "writable-changed font-size False")
+            #expect(await app.waitForExit() == 0)
+            #expect(await broker.stop() == 0)
+        }
+    }
+
     @Test func theModuleNeedsNoSwiftRuntime() async throws {
         let module = try BuiltProduct.path("libsettingsbus-gio.so")
         let dynamic = try await TestProcess.run("/usr/bin/readelf", ["-d", module])
