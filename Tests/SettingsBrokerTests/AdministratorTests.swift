@@ -60,6 +60,28 @@ struct AdministratorTests {
         }
     }
 
+    /// A key the broker knows only from a lock (no value, no schema, no administrator's default) is described as
+    /// locked, not unknown: a client that knows its keys from elsewhere (a GSettings schema) learns the lock.
+    @Test func aLockedKeyWithNothingElseIsDescribedAsNotWritable() async throws {
+        let admin = try AdminFolder()
+        defer { admin.root.remove() }
+        try admin.write("/org/example/kiosk/wallpaper\n", to: "locks.d/site")
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus, arguments: ["--admin-dir", admin.url.path])
+            let connection = try await bus.connect()
+            let wallpaper = try await Self.describe(connection, "/org/example/kiosk/wallpaper")
+            #expect(!wallpaper.writable)
+            #expect(wallpaper.locked == admin.url.appendingPathComponent("locks.d/site").path + ", line 1")
+            #expect(wallpaper.schema == nil && wallpaper.value == nil)
+            // A key with nothing at all is still unknown.
+            #expect(
+                await Self.errorName { _ = try await Self.describe(connection, "/org/example/kiosk/other") }
+                    == "io.github.settingsbus.Settings1.Error.UnknownKey")
+            await connection.close()
+            #expect(await broker.stop() == 0)
+        }
+    }
+
     @Test func layersResolveInOrderAndALockRefusesEveryWriterButKeepsTheUserValue() async throws {
         let admin = try AdminFolder()
         defer { admin.root.remove() }
