@@ -220,14 +220,19 @@ static void load_directory(SettingsBusBackend *self, const gchar *directory) {
     g_clear_error(&error);
 }
 
+// Watches and reads the directory of a key (load_directory).
+static void load_directory_of(SettingsBusBackend *self, const gchar *key) {
+    gchar *directory = directory_of(key);
+    load_directory(self, directory);
+    g_free(directory);
+}
+
 static GVariant *settings_bus_backend_read(GSettingsBackend *backend, const gchar *key,
                                            const GVariantType *expected_type, gboolean default_value) {
     SettingsBusBackend *self = SETTINGS_BUS_BACKEND(backend);
     // The schema's default is GSettings' own: the broker is asked for the user's value.
     if (default_value) return NULL;
-    gchar *directory = directory_of(key);
-    load_directory(self, directory);
-    g_free(directory);
+    load_directory_of(self, key);
     g_mutex_lock(&self->lock);
     GVariant *stored = g_hash_table_lookup(self->values, key);
     GVariant *value = stored ? read_form(stored, expected_type) : NULL;
@@ -297,6 +302,16 @@ static void reload_directory(SettingsBusBackend *self, const gchar *path) {
     g_free(directory);
 }
 
+// Puts a key's value from a Changed signal in the copy (NULL: removed), and adds the key to `changed` when the
+// copy changed: only keys of directories in use, and changes the directory's read did not see already. Lock held.
+static void take_change_locked(SettingsBusBackend *self, const gchar *key, GVariant *value, guint64 serial,
+                               GPtrArray *changed) {
+    gchar *directory = directory_of(key);
+    DirectoryWatch *watch = g_hash_table_lookup(self->directories, directory);
+    g_free(directory);
+    if (watch && serial > watch->serial && put_locked(self, key, value)) g_ptr_array_add(changed, g_strdup(key));
+}
+
 // Changed(path, values, removed, serial, origin), on the signal thread.
 static void on_changed(GDBusConnection *bus, const gchar *sender, const gchar *object_path,
                        const gchar *interface_name, const gchar *signal_name, GVariant *parameters, gpointer data) {
@@ -313,19 +328,8 @@ static void on_changed(GDBusConnection *bus, const gchar *sender, const gchar *o
     g_mutex_lock(&self->lock);
     const gchar *key = NULL;
     GVariant *value = NULL;
-    while (g_variant_iter_loop(values, "{&sv}", &key, &value)) {
-        gchar *directory = directory_of(key);
-        DirectoryWatch *watch = g_hash_table_lookup(self->directories, directory);
-        g_free(directory);
-        // Only keys of directories in use, and changes the read did not see already.
-        if (watch && serial > watch->serial && put_locked(self, key, value)) g_ptr_array_add(changed, g_strdup(key));
-    }
-    while (g_variant_iter_loop(removed, "&s", &key)) {
-        gchar *directory = directory_of(key);
-        DirectoryWatch *watch = g_hash_table_lookup(self->directories, directory);
-        g_free(directory);
-        if (watch && serial > watch->serial && put_locked(self, key, NULL)) g_ptr_array_add(changed, g_strdup(key));
-    }
+    while (g_variant_iter_loop(values, "{&sv}", &key, &value)) take_change_locked(self, key, value, serial, changed);
+    while (g_variant_iter_loop(removed, "&s", &key)) take_change_locked(self, key, NULL, serial, changed);
     g_mutex_unlock(&self->lock);
     for (guint index = 0; index < changed->len; index++)
         g_settings_backend_changed(G_SETTINGS_BACKEND(self), changed->pdata[index], NULL);
@@ -510,9 +514,7 @@ static gboolean settings_bus_backend_write(GSettingsBackend *backend, const gcha
         g_variant_unref(value);
         return FALSE;
     }
-    gchar *directory = directory_of(key);
-    load_directory(self, directory);
-    g_free(directory);
+    load_directory_of(self, key);
     PendingWrite *write = pending_write_new();
     write->kind = WRITE_SET;
     write->key = g_strdup(key);
@@ -557,9 +559,7 @@ static gboolean stage_tree_key(gpointer key, gpointer value, gpointer data) {
 
 static gboolean load_tree_key(gpointer key, gpointer value, gpointer data) {
     (void) value;
-    gchar *directory = directory_of(key);
-    load_directory(data, directory);
-    g_free(directory);
+    load_directory_of(data, key);
     return FALSE;
 }
 
@@ -593,9 +593,7 @@ static gboolean settings_bus_backend_write_tree(GSettingsBackend *backend, GTree
 static void settings_bus_backend_reset(GSettingsBackend *backend, const gchar *key, gpointer origin_tag) {
     SettingsBusBackend *self = SETTINGS_BUS_BACKEND(backend);
     if (!self->bus || is_locked(self, key)) return;
-    gchar *directory = directory_of(key);
-    load_directory(self, directory);
-    g_free(directory);
+    load_directory_of(self, key);
     PendingWrite *write = pending_write_new();
     write->kind = WRITE_RESET;
     write->key = g_strdup(key);
