@@ -50,14 +50,7 @@ struct Broker {
 
     /// The `Serial` property.
     func serial() async throws -> UInt64 {
-        let reply = try await connection.call(
-            destination: "io.github.settingsbus.Settings1", path: "/io/github/settingsbus/Settings1",
-            interface: "org.freedesktop.DBus.Properties", member: "Get",
-            arguments: [.string(Self.interface.rawValue), .string("Serial")])
-        guard case .variant(.uint64(let serial))? = reply.first else {
-            throw TestFailure("Serial replied \(reply)")
-        }
-        return serial
+        try await connection.brokerSerial()
     }
 
     /// The D-Bus error name a call fails with, or nil if it succeeds.

@@ -118,25 +118,6 @@ struct ReportedError: Equatable, CustomStringConvertible {
 }
 
 extension DBusConnection {
-    /// Calls a method of the broker's settings interface.
-    func settings(_ member: MemberName, _ arguments: [DBusValue] = []) async throws -> [DBusValue] {
-        try await call(
-            destination: TestBroker.busName, path: "/io/github/settingsbus/Settings1",
-            interface: "io.github.settingsbus.Settings1", member: member, arguments: arguments)
-    }
-
-    /// The broker's `Serial` property: the serial of its last commit.
-    func brokerSerial() async throws -> UInt64 {
-        let reply = try await call(
-            destination: TestBroker.busName, path: "/io/github/settingsbus/Settings1",
-            interface: "org.freedesktop.DBus.Properties", member: "Get",
-            arguments: [.string("io.github.settingsbus.Settings1"), .string("Serial")])
-        guard case .variant(.uint64(let serial))? = reply.first else {
-            throw PeerFailure("Serial is not a uint64: \(reply)")
-        }
-        return serial
-    }
-
     /// The process id of a name's owner, as the bus daemon knows it (`GetConnectionUnixProcessID`).
     func processID(of name: BusName) async throws -> Int32 {
         let reply = try await call(
