@@ -32,25 +32,7 @@ struct DocumentationTests {
                 text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
                     .filter { $0.hasPrefix("///") }.map { $0.dropFirst(3) }.joined(separator: "\n"))
         }
-        return texts.flatMap(swiftBlocks).filter { $0.first?.hasPrefix("dependencies:") != true }
-    }
-
-    /// The Swift blocks of a Markdown text, each line without its leading spaces.
-    static func swiftBlocks(_ markdown: String) -> [[String]] {
-        var blocks: [[String]] = []
-        var current: [String]?
-        for line in markdown.split(separator: "\n", omittingEmptySubsequences: false) {
-            let trimmed = line.trimmingCharacters(in: .whitespaces)
-            if current == nil, trimmed == "```swift" {
-                current = []
-            } else if current != nil, trimmed == "```" {
-                blocks.append(current!)
-                current = nil
-            } else if current != nil, !trimmed.isEmpty {
-                current!.append(trimmed)
-            }
-        }
-        return blocks
+        return texts.flatMap(DocumentationSamples.swiftBlocks).filter { $0.first?.hasPrefix("dependencies:") != true }
     }
 
     @Test func everySampleOfTheSectionIsCompiled() throws {
@@ -64,13 +46,8 @@ struct DocumentationTests {
         #expect(blocks.count >= 3)
         for block in blocks {
             // Each line of the block, in order, in the compiled file (the top-level lines sit in a function).
-            var remaining = compiled[...]
-            for line in block {
-                guard let found = remaining.firstIndex(of: line) else {
-                    Issue.record("a line of a sample is not compiled: \(line)")
-                    break
-                }
-                remaining = remaining[(found + 1)...]
+            if let line = DocumentationSamples.firstLineOutOfOrder(block, in: compiled) {
+                Issue.record("a line of a sample is not compiled: \(line)")
             }
         }
     }

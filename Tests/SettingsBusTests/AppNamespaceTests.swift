@@ -15,13 +15,9 @@ import Testing
         "SettingsTransaction", "ConnectionStatus", "SettingDescription", "SettingPath", "SettingsError",
     ]
 
-    /// The package's folder, from this file's path.
-    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent()
-
     /// The public names declared at the top level of SettingsBus's sources, and the names it re-exports.
     static func appNamespace() throws -> Set<String> {
-        let folder = packageRoot.appendingPathComponent("Sources/SettingsBus")
+        let folder = DocumentationTests.repository.appendingPathComponent("Sources/SettingsBus")
         let files = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".swift") }
         #expect(!files.isEmpty)
         var found: Set<String> = []

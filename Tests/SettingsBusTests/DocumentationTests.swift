@@ -2,6 +2,7 @@
 
 import Foundation
 import SettingsBus
+import SettingsBusTesting
 import Testing
 
 /// The documentation's code compiles and runs: every ```swift block of the SettingsBus articles, and the
@@ -13,24 +14,6 @@ struct DocumentationTests {
         .deletingLastPathComponent()
     static let catalog = repository.appendingPathComponent("Sources/SettingsBus/Documentation.docc")
 
-    /// The Swift blocks of a Markdown text, each line without its leading spaces.
-    static func swiftBlocks(_ markdown: String) -> [[String]] {
-        var blocks: [[String]] = []
-        var current: [String]?
-        for line in markdown.split(separator: "\n", omittingEmptySubsequences: false) {
-            let trimmed = line.trimmingCharacters(in: .whitespaces)
-            if current == nil, trimmed == "```swift" {
-                current = []
-            } else if current != nil, trimmed == "```" {
-                blocks.append(current!)
-                current = nil
-            } else if current != nil, !trimmed.isEmpty {
-                current!.append(trimmed)
-            }
-        }
-        return blocks
-    }
-
     @Test func everySampleOfTheArticlesIsCompiled() throws {
         let snippets = try String(
             contentsOf: Self.repository.appendingPathComponent("Tests/SettingsBusTests/DocumentationSnippets.swift"),
@@ -41,7 +24,7 @@ struct DocumentationTests {
         var checked = 0
         for article in articles {
             let text = try String(contentsOf: Self.catalog.appendingPathComponent(article), encoding: .utf8)
-            for block in Self.swiftBlocks(text) where block.first?.hasPrefix("dependencies:") != true {
+            for block in DocumentationSamples.swiftBlocks(text) where block.first?.hasPrefix("dependencies:") != true {
                 checked += 1
                 #expect(compiled.contains(block.joined(separator: "\n")), "a sample of \(article) is not compiled:\n\(block.joined(separator: "\n"))")
             }
@@ -58,14 +41,9 @@ struct DocumentationTests {
         let compiled = snippets.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
         let readme = try String(contentsOf: Self.repository.appendingPathComponent("README.md"), encoding: .utf8)
         let sample = try #require(
-            Self.swiftBlocks(readme).first { $0.first == "import SettingsBus" }, "the README's client sample")
-        var remaining = compiled[...]
-        for line in sample {
-            guard let found = remaining.firstIndex(of: line) else {
-                Issue.record("a line of the README's sample is not compiled: \(line)")
-                return
-            }
-            remaining = remaining[(found + 1)...]
+            DocumentationSamples.swiftBlocks(readme).first { $0.first == "import SettingsBus" }, "the README's client sample")
+        if let line = DocumentationSamples.firstLineOutOfOrder(sample, in: compiled) {
+            Issue.record("a line of the README's sample is not compiled: \(line)")
         }
     }
 

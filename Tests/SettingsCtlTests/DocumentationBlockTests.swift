@@ -33,16 +33,6 @@ struct DocumentationBlockTests {
         return asked
     }
 
-    /// Whether each line of `block`, without its leading spaces, is in `compiled` in order.
-    static func linesInOrder(_ block: [String], in compiled: [String]) -> Bool {
-        var remaining = compiled[...]
-        for line in block.map({ $0.trimmingCharacters(in: .whitespaces) }) where !line.isEmpty {
-            guard let found = remaining.firstIndex(of: line) else { return false }
-            remaining = remaining[(found + 1)...]
-        }
-        return true
-    }
-
     @Test func everyBlockIsCompiledOrRun() throws {
         let compiled = try Self.snippetFiles.map { file in
             try String(contentsOf: Ctl.repository.appendingPathComponent(file), encoding: .utf8)
@@ -58,7 +48,7 @@ struct DocumentationBlockTests {
                     continue  // ManifestTests evaluates every one.
                 case "swift":
                     #expect(
-                        compiled.contains { Self.linesInOrder(block.lines, in: $0) },
+                        compiled.contains { DocumentationSamples.firstLineOutOfOrder(block.lines, in: $0) == nil },
                         "not compiled by \(Self.snippetFiles.joined(separator: " or ")): \(block)")
                 case "text":
                     // A picture or a program's output: nothing to run.
