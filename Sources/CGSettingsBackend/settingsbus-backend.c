@@ -132,6 +132,15 @@ static gboolean put_locked(SettingsBusBackend *self, const gchar *key, GVariant 
     return TRUE;
 }
 
+// Calls a method of the broker and waits for its reply, of type `reply_type` (NULL, with `error` set, when it
+// fails or times out). `arguments` is consumed when floating.
+static GVariant *call_broker(SettingsBusBackend *self, const gchar *method, GVariant *arguments,
+                             const gchar *reply_type, GError **error) {
+    return g_dbus_connection_call_sync(self->bus, SETTINGS_BUS_NAME, SETTINGS_OBJECT_PATH, SETTINGS_INTERFACE, method,
+                                       arguments, G_VARIANT_TYPE(reply_type), G_DBUS_CALL_FLAGS_NONE, CALL_TIMEOUT_MS,
+                                       NULL, error);
+}
+
 // MARK: - The signal thread
 
 typedef struct {
@@ -188,10 +197,7 @@ static void load_directory(SettingsBusBackend *self, const gchar *directory) {
     // Watched before it is read, so that no change falls between the two.
     guint subscription = subscribe(self, directory);
     GError *error = NULL;
-    GVariant *reply = g_dbus_connection_call_sync(
-        self->bus, SETTINGS_BUS_NAME, SETTINGS_OBJECT_PATH, SETTINGS_INTERFACE, "ReadTree",
-        g_variant_new("(s)", directory), G_VARIANT_TYPE("(a{sv}t)"), G_DBUS_CALL_FLAGS_NONE, CALL_TIMEOUT_MS, NULL,
-        &error);
+    GVariant *reply = call_broker(self, "ReadTree", g_variant_new("(s)", directory), "(a{sv}t)", &error);
     g_mutex_lock(&self->lock);
     if (g_hash_table_contains(self->directories, directory)) {
         // Another thread read it meanwhile.
@@ -258,10 +264,7 @@ static void settings_bus_backend_unsubscribe(GSettingsBackend *backend, const gc
 static void reload_directory(SettingsBusBackend *self, const gchar *path) {
     GError *error = NULL;
     gchar *directory = g_str_has_suffix(path, "/") ? g_strdup(path) : directory_of(path);
-    GVariant *reply = g_dbus_connection_call_sync(
-        self->bus, SETTINGS_BUS_NAME, SETTINGS_OBJECT_PATH, SETTINGS_INTERFACE, "ReadTree",
-        g_variant_new("(s)", directory), G_VARIANT_TYPE("(a{sv}t)"), G_DBUS_CALL_FLAGS_NONE, CALL_TIMEOUT_MS, NULL,
-        &error);
+    GVariant *reply = call_broker(self, "ReadTree", g_variant_new("(s)", directory), "(a{sv}t)", &error);
     if (!reply) {
         g_warning("settingsbus: cannot read %s again: %s", directory, error->message);
         g_error_free(error);
@@ -376,9 +379,7 @@ static gboolean settings_bus_backend_get_writable(GSettingsBackend *backend, con
     g_mutex_unlock(&self->lock);
     if (known) return known == WRITABLE;
     GError *error = NULL;
-    GVariant *reply = g_dbus_connection_call_sync(
-        self->bus, SETTINGS_BUS_NAME, SETTINGS_OBJECT_PATH, SETTINGS_INTERFACE, "Describe",
-        g_variant_new("(s)", key), G_VARIANT_TYPE("(a{sv})"), G_DBUS_CALL_FLAGS_NONE, CALL_TIMEOUT_MS, NULL, &error);
+    GVariant *reply = call_broker(self, "Describe", g_variant_new("(s)", key), "(a{sv})", &error);
     gboolean writable = TRUE;
     if (!reply) {
         // A key the broker knows nothing of (no value, no schema, no lock) is writable. Any other failure: say
@@ -473,15 +474,13 @@ static void run_write(gpointer data, gpointer user_data) {
         arguments = g_variant_new("(s)", write->key);
         break;
     case WRITE_APPLY:
+        // Not floating: the call does not consume it, and pending_write_free releases it.
         method = "Apply";
         arguments = write->arguments;
-        write->arguments = NULL;
         break;
     }
     GError *error = NULL;
-    GVariant *reply = g_dbus_connection_call_sync(self->bus, SETTINGS_BUS_NAME, SETTINGS_OBJECT_PATH,
-                                                  SETTINGS_INTERFACE, method, arguments, G_VARIANT_TYPE("(t)"),
-                                                  G_DBUS_CALL_FLAGS_NONE, CALL_TIMEOUT_MS, NULL, &error);
+    GVariant *reply = call_broker(self, method, arguments, "(t)", &error);
     if (reply)
         g_variant_unref(reply);
     else {
