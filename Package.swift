@@ -150,7 +150,6 @@ let package = Package(
             dependencies: [
                 "SettingsBroker",
                 "SyncProtocol",
-                .product(name: "ArgumentParser", package: "swift-argument-parser", condition: tools),
                 .product(name: "Logging", package: "swift-log", condition: tools),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: tools),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle", condition: tools),

@@ -25,7 +25,6 @@
 
 import DBus
 import Dispatch
-import FoundationEssentials
 import Glibc
 import SettingsModel
 

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
 import DBus
-import FoundationEssentials
 
 extension DurableStore {
     /// How the store file was opened: healthy, recovered, or read-only, and why.
@@ -42,7 +41,7 @@ extension DurableStore {
         if let backup = persistence.backup.current() {
             status["backup"] = .string(backup.path)
             if let serial = backup.serial { status["backup-serial"] = .uint64(serial) }
-            if let time = backup.time { status["backup-time"] = .int64(Int64(time.timeIntervalSince1970)) }
+            if let time = backup.time { status["backup-time"] = .int64(Int64(time)) }
         }
         return status
     }

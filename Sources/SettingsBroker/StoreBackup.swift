@@ -16,7 +16,6 @@
 // most once a quarter of an hour, while each commit costs the same as before.
 
 import DBus
-import FoundationEssentials
 
 /// Keeps the store's backup current, as the design note above describes.
 final class StoreBackup: Sendable {
@@ -34,8 +33,8 @@ final class StoreBackup: Sendable {
     private struct State {
         /// The serial held by the backup file, if known.
         var serial: UInt64?
-        /// When the backup file was written.
-        var time: Date?
+        /// When the backup file was written, in seconds since 1970.
+        var time: Double?
         /// When the last backup was written, on the monotonic clock: by this broker, or before it started
         /// when the backup it found holds the store's serial.
         var lastRun: ContinuousClock.Instant?
@@ -65,7 +64,7 @@ final class StoreBackup: Sendable {
     }
 
     /// The backup file, the serial it holds and when it was written; nil when there is none.
-    func current() -> (path: String, serial: UInt64?, time: Date?)? {
+    func current() -> (path: String, serial: UInt64?, time: Double?)? {
         let (serial, time) = state.withLock { ($0.serial, $0.time) }
         if serial != nil { return (path, serial, time) }
         guard StoreFiles.exists(path) else { return nil }
@@ -91,7 +90,7 @@ final class StoreBackup: Sendable {
             // A current backup counts as the last run, so the first commits after a start (a broker started
             // by activation, or again after an idle exit) do not copy the whole store at once.
             if existing == serial, let time {
-                let age = Duration.seconds(max(0, Date.now.timeIntervalSince(time)))
+                let age = Duration.seconds(max(0, StoreFiles.now() - time))
                 state.lastRun = ContinuousClock.now - min(age, interval)
             }
         }
@@ -170,7 +169,7 @@ final class StoreBackup: Sendable {
             let serial = try await write()
             state.withLock { state in
                 state.serial = serial
-                state.time = Date()
+                state.time = StoreFiles.now()
             }
             event = .written(serial: serial, duration: ContinuousClock.now - started)
         } catch {

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
 
-import FoundationEssentials
 import Glibc
 
 /// The file operations the store needs to replace and keep files safely: what is at a path, moving a file
@@ -44,8 +43,8 @@ enum StoreFiles {
     }
 
     /// The UTC time stamp used in the names of files moved aside, such as `20261122T101500Z`.
-    static func timestamp(_ date: Date = Date()) -> String {
-        var time = time_t(date.timeIntervalSince1970)
+    static func timestamp(_ secondsSince1970: Double = now()) -> String {
+        var time = time_t(secondsSince1970)
         var parts = tm()
         gmtime_r(&time, &parts)
         func digits(_ number: Int32, _ width: Int) -> String {
@@ -242,11 +241,18 @@ enum StoreFiles {
         rmdir(path)
     }
 
-    /// The modification time of a file, if it exists.
-    static func modificationTime(_ path: String) -> Date? {
+    /// The modification time of a file, in seconds since 1970, if it exists.
+    static func modificationTime(_ path: String) -> Double? {
         var info = stat()
         guard stat(path, &info) == 0 else { return nil }
-        return Date(timeIntervalSince1970: Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9)
+        return Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
+    }
+
+    /// The wall-clock time now, in seconds since 1970. The C function is `clock_gettime(CLOCK_REALTIME)`.
+    static func now() -> Double {
+        var time = timespec()
+        clock_gettime(CLOCK_REALTIME, &time)
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
     }
 
     /// Creates a private temporary directory. The corresponding C function is `mkdtemp`.

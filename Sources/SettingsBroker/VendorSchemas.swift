@@ -22,7 +22,6 @@
 
 import DBus
 import Dispatch
-import FoundationEssentials
 import Glibc
 import SettingsModel
 
