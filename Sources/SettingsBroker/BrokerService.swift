@@ -33,6 +33,10 @@ public final class BrokerService: Service, Sendable {
         public var backupInterval: Duration
         /// The folders of schema files that apps install, first first (see `VendorSchemas`).
         public var schemaDirectories: [String]
+        /// The folders of GSettings schema sources (`*.gschema.xml`), first first, read after the schema files;
+        /// nil for `glib-2.0/schemas` beside each of ``schemaDirectories`` that is a `settingsbus/schemas` folder
+        /// (see `VendorSchemas+GSettings.swift`).
+        public var gsettingsSchemaDirectories: [String]?
         /// The administrator's folder (`defaults.d/`, `locks.d/`; ``AdministratorFiles``); nil for none.
         public var administratorFolder: String?
         /// Whether the schema folders and the administrator's folder are looked at once a second instead of
@@ -160,7 +164,8 @@ public final class BrokerService: Service, Sendable {
         }
         let writes = WritePath(store: store, connection: connection, logger: logger, processOf: processOf)
         let vendor = VendorSchemas(
-            directories: configuration.schemaDirectories, writes: writes, pollingFolders: configuration.pollingFolders
+            directories: configuration.schemaDirectories, gsettingsDirectories: configuration.gsettingsSchemaDirectories,
+            writes: writes, pollingFolders: configuration.pollingFolders
         ) { [logger] event in
             switch event {
             case .registered(let file, let keys):
@@ -168,6 +173,17 @@ public final class BrokerService: Service, Sendable {
             case .skipped(let problem):
                 logger.error(
                     "a schema file was skipped; the schemas it registered before stay", metadata: Self.metadata(problem))
+            case .gsettingsSchemas(let files, let keys, let relocatable):
+                if files > 0 {
+                    logger.info(
+                        "read the GSettings schemas; the keys of relocatable schemas (no path) are not placed",
+                        metadata: ["files": "\(files)", "keys": "\(keys)", "relocatable-schemas": "\(relocatable.count)"])
+                }
+                if !relocatable.isEmpty {
+                    logger.debug(
+                        "relocatable GSettings schemas, whose keys are not registered",
+                        metadata: ["schemas": "\(relocatable.joined(separator: " "))"])
+                }
             case .polling:
                 logger.warning(
                     "cannot follow the schema folders with inotify (too many inotify instances for this user: fs.inotify.max_user_instances); looking at them once a second instead")

@@ -19,6 +19,9 @@
 // Files are read within bounds (``FileBounds``): 1 MiB a file (a larger one is refused by name, before it is
 // read), the first 1,000 files of a folder, 16 MiB a folder; a problem quotes a line by a short prefix, and
 // `Status` lists at most 20 problems.
+//
+// GNOME's GSettings schema sources (`glib-2.0/schemas/*.gschema.xml` beside each `settingsbus/schemas` folder)
+// are read in the same readings, after these files: see `VendorSchemas+GSettings.swift`.
 
 import DBus
 import Dispatch
@@ -34,12 +37,17 @@ final class VendorSchemas: Sendable {
     enum Event: Sendable {
         case registered(file: String, keys: Int)
         case skipped(Problem)
+        /// The GSettings schema sources were read: how many files, how many keys they place, and the ids of
+        /// the relocatable schemas whose keys were skipped.
+        case gsettingsSchemas(files: Int, keys: Int, relocatable: [String])
         /// inotify could not be had: the folders are looked at once a second.
         case polling
     }
 
     /// The folders searched, first first.
     let directories: [String]
+    /// The folders of GSettings schema sources searched, first first, after ``directories``.
+    let gsettingsDirectories: [String]
     private let writes: WritePath
     private var store: DurableStore { writes.store }
     private let report: @Sendable (Event) -> Void
@@ -48,16 +56,23 @@ final class VendorSchemas: Sendable {
     private let pollingFolders: Bool
     private let state = Locked(State())
 
+    /// The problems of the last reading, by the file (a file skipped whole) or by the problem itself (a
+    /// GSettings schema source, which may have several).
+    typealias Problems = [String: Problem]
+
     private struct State {
         var files: [String] = []
-        var problems: [String: Problem] = [:]
+        var problems: Problems = [:]
     }
 
+    /// - Parameter gsettingsDirectories: the folders of GSettings schema sources; nil for those beside each of
+    ///   `directories` that is a `settingsbus/schemas` folder (``gsettingsDirectories(besides:)``).
     init(
-        directories: [String], writes: WritePath, pollingFolders: Bool = false,
+        directories: [String], gsettingsDirectories: [String]? = nil, writes: WritePath, pollingFolders: Bool = false,
         report: @escaping @Sendable (Event) -> Void
     ) {
         self.directories = directories
+        self.gsettingsDirectories = gsettingsDirectories ?? Self.gsettingsDirectories(besides: directories)
         self.writes = writes
         self.report = report
         queue = DispatchQueue(label: "settings-vendor-schemas")
@@ -118,11 +133,11 @@ final class VendorSchemas: Sendable {
     /// Every file is read and parsed before any is registered, and what that found is in `Status` by then:
     /// a client that hears of one file's registration (its `Changed`) finds a broken file beside it listed.
     private func reload() {
-        folders.watch(FolderWatch.following(directories)) { [weak self] in self?.reload() }
+        folders.watch(FolderWatch.following(directories + gsettingsDirectories)) { [weak self] in self?.reload() }
         let previous = state.withLock { $0.problems }
         var files: [String] = []
-        var problems: [String: Problem] = [:]
-        var parsed: [(file: String, schemas: SchemaFile)] = []
+        var problems: Problems = [:]
+        var parsed: [(file: String, schemas: [SettingPath: SettingSchema])] = []
         for directory in directories {
             let contents = BoundedFile.readFolder(directory) { $0.hasSuffix(".schema") && !$0.hasPrefix(".") }
             for problem in contents.problems { problems[problem.file] = skip(problem, previous: previous) }
@@ -131,7 +146,7 @@ final class VendorSchemas: Sendable {
                 switch text {
                 case .success(let text):
                     do throws(SchemaFile.Problem) {
-                        parsed.append((file, try SchemaFile(parsing: text)))
+                        parsed.append((file, try SchemaFile(parsing: text).schemas))
                     } catch {
                         problems[file] = skip(Problem(file: file, line: error.line, message: error.message), previous: previous)
                     }
@@ -139,6 +154,12 @@ final class VendorSchemas: Sendable {
                 }
             }
         }
+        // The GSettings schema sources come after the broker's own files: a key both give has the schema of
+        // the broker's own file.
+        let gsettings = readGSettingsSchemas(previous: previous)
+        files += gsettings.files
+        problems.merge(gsettings.problems) { own, _ in own }
+        parsed += gsettings.schemas.files
         // A file the store refused before stays listed while it is registered again.
         var meanwhile = problems
         for (file, _) in parsed { meanwhile[file] = previous[file] }
@@ -148,9 +169,10 @@ final class VendorSchemas: Sendable {
             if let problem = register(file, schemas, skipping: &claimed, previous: previous) { problems[file] = problem }
         }
         publish(files, problems)
+        report(.gsettingsSchemas(files: gsettings.files.count, keys: gsettings.schemas.keyCount, relocatable: gsettings.schemas.relocatable))
     }
 
-    private func publish(_ files: [String], _ problems: [String: Problem]) {
+    private func publish(_ files: [String], _ problems: Problems) {
         state.withLock { state in
             state.files = files
             state.problems = problems
@@ -159,9 +181,9 @@ final class VendorSchemas: Sendable {
 
     /// Registers the schemas of one file that no earlier file claimed; nil when that worked.
     private func register(
-        _ file: String, _ parsed: SchemaFile, skipping claimed: inout Set<SettingPath>, previous: [String: Problem]
+        _ file: String, _ parsed: [SettingPath: SettingSchema], skipping claimed: inout Set<SettingPath>, previous: Problems
     ) -> Problem? {
-        let mine = parsed.schemas.filter { !claimed.contains($0.key) }.sorted { $0.key < $1.key }
+        let mine = parsed.filter { !claimed.contains($0.key) }.sorted { $0.key < $1.key }
         claimed.formUnion(mine.map(\.key))
         let changed = mine.filter { key, schema in store.registeredSchema(key) != schema }
         guard !changed.isEmpty else { return nil }
@@ -184,8 +206,10 @@ final class VendorSchemas: Sendable {
     }
 
     /// Reports a problem unless the last reading found it already.
-    private func skip(_ problem: Problem, previous: [String: Problem]) -> Problem {
-        if previous[problem.file] != problem { report(.skipped(problem)) }
+    ///
+    /// - Parameter key: what the problem is listed by: its file (a file skipped whole), or the problem's text.
+    func skip(_ problem: Problem, previous: Problems, key: String? = nil) -> Problem {
+        if previous[key ?? problem.file] != problem { report(.skipped(problem)) }
         return problem
     }
 }
