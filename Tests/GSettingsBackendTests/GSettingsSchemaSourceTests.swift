@@ -177,10 +177,17 @@ struct GSettingsSchemaSourceTests {
         let data = try DataFolder()
         defer { data.remove() }
         try data.install(Self.shapes, as: "org.example.Shapes.gschema.xml")
+        // The broker's own schema file gives one of the GNOME schema's keys too.
+        try "[/org/example/shapes/]\ncolour.type=s\ncolour.default='green'\ncolour.summary=The broker's own\n".write(
+            to: data.schemaFolder.appendingPathComponent("shapes.schema"), atomically: true, encoding: .utf8)
         let store = data.folder.appendingPathComponent("settings.db").path
         try await withTestBus { bus in
             let broker = try await TestBroker.start(on: bus, storePath: store, arguments: data.arguments)
             let connection = try await bus.connect()
+            // A key given by both has the broker's own schema; the others are the GNOME schema's.
+            let colour = try await Self.describe("/org/example/shapes/colour", connection)
+            #expect(colour["summary"] == .string("The broker's own") && colour["choices"] == nil, "\(colour)")
+            #expect(try await Self.describe("/org/example/shapes/size", connection)["summary"] == .string("Shape size"))
             let started = try await connection.brokerSerial()
             var rule = MatchRule(
                 sender: TestBroker.busName, interface: "io.github.settingsbus.Settings1", member: "DescriptionChanged")
