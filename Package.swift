@@ -11,6 +11,24 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("NonisolatedNonsendingByDefault"),
 ]
 
+/// The broker's release build keeps the memory an idle broker holds small (decision 0030): each function in
+/// a section of its own, the functions it runs from its start to an idle wait placed first in its text
+/// (`Sources/settings-broker/hot-functions.order`, written by `scripts/order-broker-functions`), so that the
+/// pages it keeps resident hold code it runs; its relocations packed (DT_RELR, glibc 2.36) and no symbol
+/// exported, so that neither is read at start. For the broker's own targets only, which no library product
+/// holds, so an app that depends on the package never sees these flags.
+let brokerReleaseCompile: [SwiftSetting] = [
+    .unsafeFlags(["-Xfrontend", "-function-sections"], .when(platforms: [.linux], configuration: .release))
+]
+let brokerReleaseLink: [LinkerSetting] = [
+    .unsafeFlags(
+        [
+            "-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs", "-Xlinker", "--no-export-dynamic",
+            "-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/Sources/settings-broker/hot-functions.order",
+            "-Xlinker", "--no-warn-symbol-ordering",
+        ], .when(platforms: [.linux], configuration: .release))
+]
+
 /// Packages only the tools use are resolved only with the trait `Tools` (a dependent resolves
 /// every package a dependency declares, unless each use of it is conditioned on a trait that is off).
 let tools: TargetDependencyCondition? = .when(traits: ["Tools"])
@@ -39,7 +57,7 @@ let package = Package(
             name: "Tools",
             description: """
                 The broker, its sync process, settingsctl, the benchmark and the tests, with the packages only \
-                they use (swift-argument-parser, swift-log, swift-service-lifecycle, swift-collections, and \
+                they use (swift-argument-parser, swift-log, swift-collections, and \
                 postgres-nio for the sync process alone). On by default; an \
                 app that depends on the SettingsBus library writes `traits: []` and resolves none of them.
                 """),
@@ -55,7 +73,6 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
-        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0", traits: []),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
@@ -115,9 +132,8 @@ let package = Package(
                 "SyncProtocol",
                 .product(name: "OrderedCollections", package: "swift-collections", condition: tools),
                 .product(name: "Logging", package: "swift-log", condition: tools),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: tools),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings + brokerReleaseCompile
         ),
         .target(
             name: "SettingsSync",
@@ -151,10 +167,10 @@ let package = Package(
                 "SettingsBroker",
                 "SyncProtocol",
                 .product(name: "Logging", package: "swift-log", condition: tools),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: tools),
-                .product(name: "UnixSignals", package: "swift-service-lifecycle", condition: tools),
             ],
-            swiftSettings: swiftSettings
+            exclude: ["hot-functions.order"],
+            swiftSettings: swiftSettings + brokerReleaseCompile,
+            linkerSettings: brokerReleaseLink
         ),
         .executableTarget(
             name: "settings-sync",

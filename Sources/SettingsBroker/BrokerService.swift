@@ -3,22 +3,21 @@
 public import DBus
 public import Logging
 import SettingsModel
-public import ServiceLifecycle
 import Synchronization
 
 /// The settings broker as a service: it opens the store, exports `io.github.settingsbus.Settings1`, takes the
 /// bus name and serves until it is asked to stop.
 ///
 /// Start-up order: refuse to start if the bus name already has an owner, open the store, export the object,
-/// then request the name (so the first activated call finds the object). Shutdown (SIGTERM through the
-/// service group, idle exit, or the bus going away): stop accepting writes, finish the commits in flight,
+/// then request the name (so the first activated call finds the object). Shutdown (a ``ShutdownRequest``,
+/// which SIGTERM and SIGINT make, idle exit, or the bus going away): stop accepting writes, finish the commits in flight,
 /// bring the backup up to date, release the name, close the connection. ``run()`` then returns normally,
 /// except after losing the bus, when it throws ``ConnectionLost``.
 ///
 /// A store that cannot be opened never stops the broker (which would make D-Bus activation or systemd start
 /// it again and again): a damaged store is moved aside and restored from its backup or started empty, and an
 /// unusable one is served read-only; the broker logs it as an error and `Status` reports it.
-public final class BrokerService: Service, Sendable {
+public final class BrokerService: Sendable {
     /// How the broker runs.
     public struct Configuration: Sendable {
         /// The bus to serve on.
@@ -97,6 +96,8 @@ public final class BrokerService: Service, Sendable {
     private let configuration: Configuration
     private let logger: Logger
     private let lastActivity = Atomic<Int64>(0)
+    /// Asks the running broker to stop gracefully; the executable makes SIGTERM and SIGINT such requests.
+    public let shutdown = ShutdownRequest()
 
     /// Makes the service.
     public init(configuration: Configuration, logger: Logger) {
@@ -121,7 +122,7 @@ public final class BrokerService: Service, Sendable {
         return pid
     }
 
-    /// Runs the broker until graceful shutdown, idle exit or disconnection.
+    /// Runs the broker until ``shutdown`` is requested, idle exit or disconnection.
     ///
     /// - Throws: ``StartError`` when the name is already owned, or the bus or the store cannot be opened;
     ///   ``ConnectionLost`` after a clean stop because the bus connection was lost.
@@ -346,8 +347,8 @@ public final class BrokerService: Service, Sendable {
     private func waitForEnding(_ connection: DBusConnection) async -> Ending {
         await withTaskGroup(of: Ending?.self) { group in
             group.addTask {
-                do { try await gracefulShutdown() } catch { return nil }
-                return .shutdown
+                await self.shutdown.wait()
+                return Task.isCancelled ? nil : .shutdown
             }
             group.addTask {
                 await connection.waitUntilClosed()

@@ -5,9 +5,7 @@ import Glibc
 import Logging
 import SettingsBroker
 import SettingsModel
-import ServiceLifecycle
 import SyncProtocol
-import UnixSignals
 
 /// `settings-broker`: owns the settings store of a user session and serves it on D-Bus.
 @main
@@ -350,13 +348,9 @@ struct SettingsBrokerCommand {
         configuration.history = HistoryLimits(
             commits: historyLimit, ageSeconds: historyAgeSeconds, bytes: historySize)
         let service = BrokerService(configuration: configuration, logger: logger)
-        let group = ServiceGroup(
-            configuration: .init(
-                services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup)],
-                gracefulShutdownSignals: [.sigterm, .sigint],
-                logger: logger))
+        service.shutdown.follow(signals: [SIGTERM, SIGINT])
         do {
-            try await group.run()
+            try await service.run()
             return 0
         } catch let error as BrokerService.StartError {
             logger.critical("\(error.description)")
