@@ -72,7 +72,9 @@ extension Bench {
             try await ping(Self.dconfName)
             run.start.append(since: start)
         }
-        // Idle, as the broker's. dconf-service reads its database at its first write, not at its start.
+        // Idle, holding its database as the broker holds its store: dconf-service reads its database at its
+        // first write, not at its start, so one write (of the value the key has) comes first.
+        try await dconfChange([(Self.keyPath(0), "value of key 0")])
         run.idle = dconf.pid.flatMap(ProcessMemory.read(pid:))
         try await boundedLoop(count: plan.writesPerSize, seconds: plan.loopSeconds) { index in
             let start = monotonicNanoseconds()

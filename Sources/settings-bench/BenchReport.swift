@@ -228,8 +228,9 @@ struct BenchReport {
         return rows
     }
 
-    /// The memory of each service started on a store of `size` keys, before any write: resident / proportional
-    /// / private / anonymous, the ratio of the private figures, and the budget where there is one (the broker's
+    /// The memory of each service started on a store of `size` keys, each holding its data (the broker after its
+    /// start, which reads the store; dconf-service after one write, which is when it reads its database):
+    /// resident / proportional / private / anonymous, the ratio of the private figures, and the budget where there is one (the broker's
     /// resident memory with no keys; its private memory against dconf-service's from 10,000 keys up).
     private func idleMemoryRow(_ size: Int) -> Row {
         let mine = results.sizes[size]?.idle, theirs = results.dconfSizes[size]?.idle
