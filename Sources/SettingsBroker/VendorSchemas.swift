@@ -63,6 +63,8 @@ final class VendorSchemas: Sendable {
     private struct State {
         var files: [String] = []
         var problems: Problems = [:]
+        /// What the last reading of the GSettings sources reported: files, keys and relocatable schemas.
+        var gsettings: (files: Int, keys: Int, relocatable: [String])?
     }
 
     /// - Parameter gsettingsDirectories: the folders of GSettings schema sources; nil for those beside each of
@@ -169,7 +171,13 @@ final class VendorSchemas: Sendable {
             if let problem = register(file, schemas, skipping: &claimed, previous: previous) { problems[file] = problem }
         }
         publish(files, problems)
-        report(.gsettingsSchemas(files: gsettings.files.count, keys: gsettings.schemas.keyCount, relocatable: gsettings.schemas.relocatable))
+        // Said again only when it changed: a reading for another folder's change repeats nothing.
+        let read = (files: gsettings.files.count, keys: gsettings.schemas.keyCount, relocatable: gsettings.schemas.relocatable)
+        let changed = state.withLock { state in
+            defer { state.gsettings = read }
+            return state.gsettings.map { $0 != read } ?? true
+        }
+        if changed { report(.gsettingsSchemas(files: read.files, keys: read.keys, relocatable: read.relocatable)) }
     }
 
     private func publish(_ files: [String], _ problems: Problems) {
