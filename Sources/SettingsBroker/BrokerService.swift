@@ -248,12 +248,16 @@ public final class BrokerService: Sendable {
                 BrokerPart(
                     "backup", start: { [logger, configuration] in Self.startBackup(of: store, configuration, logger) },
                     stop: { await store.persistence.backup.finish() }),
+                // After the name is taken too: GNOME's schema sources, which the store holds from earlier runs
+                // (VendorSchemas.startGSettings). The schema files' stop ends their readings.
+                BrokerPart("GSettings schemas", start: { vendor.startGSettings() }),
             ],
             stopping: [
                 // The writers first; then the store refuses writes and finishes the commits in flight, the
                 // backup catches up and the file is closed; the name goes last, so that a broker started by
                 // the next call finds the store free.
-                "schema files", "administrator files", "sync", "writes", "backup", "store file", "bus name",
+                "GSettings schemas", "schema files", "administrator files", "sync", "writes", "backup", "store file",
+                "bus name",
             ])
         let started = try await parts.start()
         let (serial, keys, schemas) = (store.serial, store.userValueCount, store.schemaCount)

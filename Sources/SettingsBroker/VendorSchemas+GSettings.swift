@@ -5,8 +5,9 @@
 // Beside each schema folder `X/settingsbus/schemas` (the XDG data folders: `$XDG_DATA_HOME`, not for a
 // machine-wide broker, then each folder of `$XDG_DATA_DIRS`), the broker reads `X/glib-2.0/schemas`: the
 // GSettings schema sources (`*.gschema.xml`), the enumerations they use (`*.enums.xml`) and the vendor override
-// files (`*.gschema.override`), in the same readings as its own schema files: at start, before it takes its
-// bus name, and 100 ms after inotify tells of a change in any of the folders. A schema folder given by name
+// files (`*.gschema.override`), in the same readings as its own schema files, but from just after it takes
+// its bus name (callers need not wait for GNOME's many sources, whose schemas the store holds from earlier
+// runs: `startGSettings()`), then 100 ms after inotify tells of a change in any of the folders. A schema folder given by name
 // that is not a `settingsbus/schemas` folder has no GSettings folder beside it.
 //
 // Each key of a schema with a path is registered at `path + key name` with its type, default, range, choices,

@@ -65,6 +65,10 @@ final class VendorSchemas: Sendable {
         var problems: Problems = [:]
         /// What the last reading of the GSettings sources reported: files, keys and relocatable schemas.
         var gsettings: (files: Int, keys: Int, relocatable: [String])?
+        /// Whether the readings include the GSettings sources: from ``startGSettings()`` on.
+        var includesGSettings = false
+        /// Set by ``stop()``: no reading after it.
+        var stopped = false
     }
 
     /// - Parameter gsettingsDirectories: the folders of GSettings schema sources; nil for those beside each of
@@ -110,9 +114,28 @@ final class VendorSchemas: Sendable {
         }
     }
 
-    /// Stops following the folders.
+    /// Reads the GSettings sources too, from now on: once now, on the folders' queue (it does not wait for
+    /// the reading), then whenever the folders change. The broker calls it after it takes its bus name: GNOME's
+    /// sources are many and change only with the packages that install them, and their schemas are in the
+    /// store already from the broker's earlier runs, so callers need not wait for a reading that finds them
+    /// unchanged (a quarter of the start of a broker with an empty store). A GSettings app that reads a key
+    /// before its first registration gets no value from the broker, and its schema's default from GLib.
+    func startGSettings() {
+        guard !gsettingsDirectories.isEmpty else { return }
+        queue.async {
+            let go = self.state.withLock { state -> Bool in
+                state.includesGSettings = true
+                return !state.stopped
+            }
+            if go { self.reload() }
+        }
+    }
+
+    /// Stops following the folders; returns once a reading under way is done (none starts after).
     func stop() {
+        state.withLock { $0.stopped = true }
         folders.stop()
+        queue.sync {}
     }
 
     /// What `Status` reports: `schema-files` (u, the files read) and `schema-problems` (as, one line per file
@@ -135,7 +158,10 @@ final class VendorSchemas: Sendable {
     /// Every file is read and parsed before any is registered, and what that found is in `Status` by then:
     /// a client that hears of one file's registration (its `Changed`) finds a broken file beside it listed.
     private func reload() {
-        folders.watch(FolderWatch.following(directories + gsettingsDirectories)) { [weak self] in self?.reload() }
+        let (includesGSettings, stopped) = state.withLock { ($0.includesGSettings, $0.stopped) }
+        guard !stopped else { return }
+        let followed = directories + (includesGSettings ? gsettingsDirectories : [])
+        folders.watch(FolderWatch.following(followed)) { [weak self] in self?.reload() }
         let previous = state.withLock { $0.problems }
         var files: [String] = []
         var problems: Problems = [:]
@@ -158,7 +184,7 @@ final class VendorSchemas: Sendable {
         }
         // The GSettings schema sources come after the broker's own files: a key both give has the schema of
         // the broker's own file.
-        let gsettings = readGSettingsSchemas(previous: previous)
+        let gsettings = includesGSettings ? readGSettingsSchemas(previous: previous) : GSettingsReading()
         files += gsettings.files
         problems.merge(gsettings.problems) { own, _ in own }
         parsed += gsettings.schemas.files
@@ -177,7 +203,7 @@ final class VendorSchemas: Sendable {
             defer { state.gsettings = read }
             return state.gsettings.map { $0 != read } ?? true
         }
-        if changed { report(.gsettingsSchemas(files: read.files, keys: read.keys, relocatable: read.relocatable)) }
+        if changed, includesGSettings { report(.gsettingsSchemas(files: read.files, keys: read.keys, relocatable: read.relocatable)) }
     }
 
     private func publish(_ files: [String], _ problems: Problems) {

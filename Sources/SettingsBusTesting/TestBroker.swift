@@ -265,6 +265,20 @@ public final class TestBroker: Sendable {
         (try? String(contentsOf: logFile, encoding: .utf8)) ?? ""
     }
 
+    /// Waits until the broker's log holds `text`, for work it does after taking its name that no signal
+    /// announces (its first reading of GNOME's schema sources, say); the log is looked at every 10 ms.
+    ///
+    /// - Throws: ``TestProcess/Failure`` with the log when `timeLimit` passes first.
+    public func waitForLog(containing text: String, timeLimit: Duration = .seconds(30)) async throws {
+        let deadline = ContinuousClock.now + timeLimit
+        while !log().contains(text) {
+            guard ContinuousClock.now < deadline else {
+                throw TestProcess.Failure(description: "the broker's log has no '\(text)' after \(timeLimit); its log:\n\(log())")
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
     private func removeDirectories() {
         let directories = ownedDirectories.withLock { directories in
             defer { directories = [] }

@@ -117,6 +117,8 @@ struct GSettingsSchemaSourceTests {
 
         try await withTestBus { bus in
             let broker = try await TestBroker.start(on: bus, arguments: data.arguments)
+            // GNOME's sources are read just after the name is taken.
+            try await broker.waitForLog(containing: "read the GSettings schemas")
             let connection = try await bus.connect()
 
             // Describe shows GNOME's summary and description (white space collapsed, entities read), the range,
@@ -183,6 +185,8 @@ struct GSettingsSchemaSourceTests {
         let store = data.folder.appendingPathComponent("settings.db").path
         try await withTestBus { bus in
             let broker = try await TestBroker.start(on: bus, storePath: store, arguments: data.arguments)
+            // GNOME's sources are read just after the name is taken.
+            try await broker.waitForLog(containing: "read the GSettings schemas")
             let connection = try await bus.connect()
             // A key given by both has the broker's own schema; the others are the GNOME schema's.
             let colour = try await Self.describe("/org/example/shapes/colour", connection)
@@ -226,6 +230,8 @@ struct GSettingsSchemaSourceTests {
 
             // When: the broker starts again on the same store and folders: no commit at all.
             let again = try await TestBroker.start(on: bus, storePath: store, arguments: data.arguments)
+            // GNOME's sources are read just after the name is taken.
+            try await again.waitForLog(containing: "read the GSettings schemas")
             let second = try await bus.connect()
             #expect(try await second.brokerSerial() == started + 1)
             await second.close()
