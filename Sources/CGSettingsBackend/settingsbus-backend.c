@@ -12,6 +12,9 @@
 //   calls the broker, one write after another in the order they were made. A write the broker refuses (a type,
 //   range or choice, a lock) is undone in the copy, with `changed` again, and logged with the broker's error.
 //   A key already known to be locked is refused at once (write returns FALSE).
+// - A key with writes of the process not answered yet reads as the last of them: the broker's Changed signals
+//   (of the process's own earlier writes, or of other processes') are kept aside for it, by serial, and the copy
+//   takes the broker's newest value once the key has no write left in flight.
 // - write_tree (g_settings_apply) is one Apply: one commit, one Changed. reset is a Reset. sync waits until the
 //   writer has nothing left.
 // - get_writable comes from Describe, kept per key until a DescriptionChanged names the key, which emits
@@ -36,11 +39,13 @@
 
 typedef struct {
     GSettingsBackend parent_instance;
-    // Guards values, directories, writability and pending.
+    // Guards values, confirmed, in_flight, directories, writability and pending.
     GMutex lock;
     GCond idle;
     GDBusConnection *bus; // NULL when the session bus cannot be reached
-    GHashTable *values; // key -> GVariant (as stored: D-Bus types); a key without a value is absent
+    GHashTable *values; // key -> GVariant (as stored: D-Bus types), what reads give; a key without a value is absent
+    GHashTable *confirmed; // key -> Confirmed: the broker's value of a key, with the serial it was known at
+    GHashTable *in_flight; // key -> GUINT_TO_POINTER(the writes of the key handed to the writer, not answered yet)
     GHashTable *directories; // directory -> DirectoryWatch: the directories read and watched
     GHashTable *writability; // key -> GINT_TO_POINTER(WRITABLE or LOCKED)
     GThreadPool *writer; // one thread: the writes, in order
@@ -62,12 +67,15 @@ typedef struct {
 } DirectoryWatch;
 
 typedef struct {
+    GVariant *value; // NULL: no value
+    guint64 serial;
+} Confirmed;
+
+typedef struct {
     enum { WRITE_SET, WRITE_APPLY, WRITE_RESET } kind;
     gchar *key; // WRITE_SET, WRITE_RESET
     GVariant *value; // WRITE_SET: the stored form
     GVariant *arguments; // WRITE_APPLY: (a{sv}asa{sv})
-    // What the copy held before, to undo a refused write: key -> GVariant or NULL.
-    GHashTable *before;
     GHashTable *written; // key -> what this write put in the copy (NULL: removed)
 } PendingWrite;
 
@@ -130,6 +138,36 @@ static gboolean put_locked(SettingsBusBackend *self, const gchar *key, GVariant 
     else
         g_hash_table_remove(self->values, key);
     return TRUE;
+}
+
+static void confirmed_free(gpointer data) {
+    Confirmed *confirmed = data;
+    if (confirmed->value) g_variant_unref(confirmed->value);
+    g_free(confirmed);
+}
+
+static guint in_flight_locked(SettingsBusBackend *self, const gchar *key) {
+    return GPOINTER_TO_UINT(g_hash_table_lookup(self->in_flight, key));
+}
+
+// Takes the broker's value of a key at a serial (NULL: no value), unless a newer one is known: a Changed signal
+// (`from_signal`) replaces what is known at the same serial, a write's reply does not (the signal of a Reset
+// brings the value the broker serves after it). The copy follows when no write of the key is in flight, and the
+// key is added to `changed` when the copy changed. Lock held.
+static void confirm_locked(SettingsBusBackend *self, const gchar *key, GVariant *value, guint64 serial,
+                           gboolean from_signal, GPtrArray *changed) {
+    Confirmed *known = g_hash_table_lookup(self->confirmed, key);
+    if (known && (from_signal ? serial < known->serial : serial <= known->serial)) return;
+    if (!known) {
+        known = g_new0(Confirmed, 1);
+        g_hash_table_insert(self->confirmed, g_strdup(key), known);
+    }
+    if (value) g_variant_ref(value);
+    if (known->value) g_variant_unref(known->value);
+    known->value = value;
+    known->serial = serial;
+    if (in_flight_locked(self, key) == 0 && put_locked(self, key, value) && changed)
+        g_ptr_array_add(changed, g_strdup(key));
 }
 
 // Calls a method of the broker and waits for its reply, of type `reply_type` (NULL, with `error` set, when it
@@ -214,7 +252,8 @@ static void load_directory(SettingsBusBackend *self, const gchar *directory) {
         const gchar *key = NULL;
         GVariant *value = NULL;
         g_variant_get(reply, "(a{sv}t)", &values, &watch->serial);
-        while (g_variant_iter_loop(values, "{&sv}", &key, &value)) put_locked(self, key, value);
+        while (g_variant_iter_loop(values, "{&sv}", &key, &value))
+            confirm_locked(self, key, value, watch->serial, TRUE, NULL);
         g_variant_iter_free(values);
         g_variant_unref(reply);
     }
@@ -287,15 +326,15 @@ static void reload_directory(SettingsBusBackend *self, const gchar *path) {
     gpointer held_key, held_value;
     // Keys below the directory that went.
     GPtrArray *gone = g_ptr_array_new_with_free_func(g_free);
-    g_hash_table_iter_init(&iter, self->values);
+    g_hash_table_iter_init(&iter, self->confirmed);
     while (g_hash_table_iter_next(&iter, &held_key, &held_value))
         if (g_str_has_prefix(held_key, directory) && !g_hash_table_contains(fresh, held_key))
             g_ptr_array_add(gone, g_strdup(held_key));
     for (guint index = 0; index < gone->len; index++)
-        if (put_locked(self, gone->pdata[index], NULL)) g_ptr_array_add(changed, g_strdup(gone->pdata[index]));
+        confirm_locked(self, gone->pdata[index], NULL, serial, TRUE, changed);
     g_hash_table_iter_init(&iter, fresh);
     while (g_hash_table_iter_next(&iter, &held_key, &held_value))
-        if (put_locked(self, held_key, held_value)) g_ptr_array_add(changed, g_strdup(held_key));
+        confirm_locked(self, held_key, held_value, serial, TRUE, changed);
     g_mutex_unlock(&self->lock);
     for (guint index = 0; index < changed->len; index++)
         g_settings_backend_changed(G_SETTINGS_BACKEND(self), changed->pdata[index], NULL);
@@ -312,7 +351,7 @@ static void take_change_locked(SettingsBusBackend *self, const gchar *key, GVari
     gchar *directory = directory_of(key);
     DirectoryWatch *watch = g_hash_table_lookup(self->directories, directory);
     g_free(directory);
-    if (watch && serial > watch->serial && put_locked(self, key, value)) g_ptr_array_add(changed, g_strdup(key));
+    if (watch && serial > watch->serial) confirm_locked(self, key, value, serial, TRUE, changed);
 }
 
 // Changed(path, values, removed, serial, origin), on the signal thread.
@@ -414,45 +453,51 @@ static void pending_write_free(PendingWrite *write) {
     g_free(write->key);
     if (write->value) g_variant_unref(write->value);
     if (write->arguments) g_variant_unref(write->arguments);
-    g_hash_table_unref(write->before);
     g_hash_table_unref(write->written);
     g_free(write);
 }
 
 static PendingWrite *pending_write_new(void) {
     PendingWrite *write = g_new0(PendingWrite, 1);
-    write->before = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, variant_unref_or_null);
     write->written = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, variant_unref_or_null);
     return write;
 }
 
-// Changes a key in the copy for a write, noting what it held. Lock held.
+// Changes a key in the copy for a write, which is then in flight. Lock held.
 static void stage_locked(SettingsBusBackend *self, PendingWrite *write, const gchar *key, GVariant *stored) {
-    GVariant *old = g_hash_table_lookup(self->values, key);
-    if (!g_hash_table_contains(write->before, key))
-        g_hash_table_insert(write->before, g_strdup(key), old ? g_variant_ref(old) : NULL);
+    if (!g_hash_table_contains(write->written, key))
+        g_hash_table_insert(self->in_flight, g_strdup(key), GUINT_TO_POINTER(in_flight_locked(self, key) + 1));
     g_hash_table_insert(write->written, g_strdup(key), stored ? g_variant_ref(stored) : NULL);
     put_locked(self, key, stored);
 }
 
-// Undoes a refused write in the copy: each key still holding what the write put there gets back what it held.
-static void undo(SettingsBusBackend *self, PendingWrite *write, const GError *error) {
+// Ends a write the broker answered: its keys are no longer in flight. An accepted write (`serial` of its commit)
+// is the broker's value of its keys at that serial. A key with no other write in flight reads the broker's newest
+// value: the write's own, one a later commit gave, or, after a refusal, what it had before.
+static void finish_write(SettingsBusBackend *self, PendingWrite *write, guint64 serial, const GError *error) {
     GPtrArray *changed = g_ptr_array_new_with_free_func(g_free);
     g_mutex_lock(&self->lock);
     GHashTableIter iter;
     gpointer key, written;
     g_hash_table_iter_init(&iter, write->written);
     while (g_hash_table_iter_next(&iter, &key, &written)) {
-        GVariant *now = g_hash_table_lookup(self->values, key);
-        gboolean untouched = (now == NULL && written == NULL) || (now && written && g_variant_equal(now, written));
-        if (untouched && put_locked(self, key, g_hash_table_lookup(write->before, key)))
-            g_ptr_array_add(changed, g_strdup(key));
+        guint count = in_flight_locked(self, key);
+        if (count > 1)
+            g_hash_table_insert(self->in_flight, g_strdup(key), GUINT_TO_POINTER(count - 1));
+        else
+            g_hash_table_remove(self->in_flight, key);
+        if (!error) confirm_locked(self, key, written, serial, FALSE, changed);
+        if (count > 1) continue;
+        Confirmed *known = g_hash_table_lookup(self->confirmed, key);
+        if (put_locked(self, key, known ? known->value : NULL)) g_ptr_array_add(changed, g_strdup(key));
     }
     g_mutex_unlock(&self->lock);
-    gchar *remote = g_dbus_error_get_remote_error(error);
-    g_warning("settingsbus: the settings broker refused a write of %s: %s%s%s",
-              write->key ? write->key : "several keys", remote ? remote : "", remote ? ": " : "", error->message);
-    g_free(remote);
+    if (error) {
+        gchar *remote = g_dbus_error_get_remote_error(error);
+        g_warning("settingsbus: the settings broker refused a write of %s: %s%s%s",
+                  write->key ? write->key : "several keys", remote ? remote : "", remote ? ": " : "", error->message);
+        g_free(remote);
+    }
     for (guint index = 0; index < changed->len; index++)
         g_settings_backend_changed(G_SETTINGS_BACKEND(self), changed->pdata[index], NULL);
     g_ptr_array_unref(changed);
@@ -481,12 +526,13 @@ static void run_write(gpointer data, gpointer user_data) {
     }
     GError *error = NULL;
     GVariant *reply = call_broker(self, method, arguments, "(t)", &error);
-    if (reply)
+    guint64 serial = 0;
+    if (reply) {
+        g_variant_get(reply, "(t)", &serial);
         g_variant_unref(reply);
-    else {
-        undo(self, write, error);
-        g_error_free(error);
     }
+    finish_write(self, write, serial, error);
+    g_clear_error(&error);
     pending_write_free(write);
     g_mutex_lock(&self->lock);
     self->pending--;
@@ -639,6 +685,8 @@ static void settings_bus_backend_finalize(GObject *object) {
     g_main_loop_unref(self->loop);
     g_main_context_unref(self->context);
     g_hash_table_unref(self->values);
+    g_hash_table_unref(self->confirmed);
+    g_hash_table_unref(self->in_flight);
     g_hash_table_unref(self->directories);
     g_hash_table_unref(self->writability);
     g_mutex_clear(&self->lock);
@@ -661,6 +709,8 @@ static void settings_bus_backend_init(SettingsBusBackend *self) {
     g_mutex_init(&self->lock);
     g_cond_init(&self->idle);
     self->values = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify) g_variant_unref);
+    self->confirmed = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, confirmed_free);
+    self->in_flight = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     self->directories = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     self->writability = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     self->writer = g_thread_pool_new(run_write, self, 1, TRUE, NULL);

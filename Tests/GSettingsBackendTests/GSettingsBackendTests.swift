@@ -236,6 +236,37 @@ struct GSettingsBackendTests {
         }
     }
 
+    /// Writes `count` again and again, reading it back between the writes while the broker answers the earlier
+    /// ones and sends their `Changed` signals; prints how many reads did not give the last value written.
+    static let readYourWrites = """
+        import gi
+        gi.require_version('Gio', '2.0')
+        from gi.repository import Gio
+        s = Gio.Settings.new('org.example.Editor')
+        s.get_int('count')
+        stale = 0
+        for i in range(2, 60):
+            s.set_int('count', i)
+            for _ in range(300):
+                if s.get_int('count') != i:
+                    stale += 1
+        Gio.Settings.sync()
+        print('stale', stale, s.get_int('count'), flush=True)
+        """
+
+    @Test func aProcessReadsItsOwnLastWriteWhileTheBrokerAnswersTheEarlierOnes() async throws {
+        let setup = try await Setup.compiled()
+        defer { setup.remove() }
+        try await Self.withBroker(setup) { _, connection, environment in
+            // The Changed signal of an earlier write, arriving after a later write, does not bring the earlier
+            // value back into the copy.
+            let run = try await TestProcess.run("/usr/bin/python3", ["-c", Self.readYourWrites], environment: environment)
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(run.stdout == "stale 0 59\n", "\(run.stdout) \(run.stderr)")
+            #expect(try await Self.get("/org/example/editor/count", connection) == .int32(59))
+        }
+    }
+
     /// Asks whether a locked key is writable, then writes it: the write is refused at once.
     static let writeLocked = """
         import gi
