@@ -395,11 +395,15 @@ static void on_description_changed(GDBusConnection *bus, const gchar *sender, co
     const gchar *key = NULL;
     g_variant_get_child(parameters, 1, "as", &keys);
     GPtrArray *changed = g_ptr_array_new_with_free_func(g_free);
-    // Every key named: the app's GSettings objects hear of those below their paths (GSettingsBackend filters).
+    // The keys the process uses: those it asked the writability of, and those of the directories its GSettings
+    // objects read (each subscribes to its path). A broker that registers GNOME's schemas names thousands of keys
+    // at once; each key announced costs a closure per GSettings object, queued to the object's main context.
     g_mutex_lock(&self->lock);
     while (g_variant_iter_loop(keys, "&s", &key)) {
-        g_hash_table_remove(self->writability, key);
-        g_ptr_array_add(changed, g_strdup(key));
+        gchar *directory = directory_of(key);
+        gboolean in_use = g_hash_table_remove(self->writability, key) || g_hash_table_contains(self->directories, directory);
+        g_free(directory);
+        if (in_use) g_ptr_array_add(changed, g_strdup(key));
     }
     g_mutex_unlock(&self->lock);
     for (guint index = 0; index < changed->len; index++)
