@@ -63,7 +63,7 @@ enum KeyPathCheck {
     }
 
     /// What every accepted text must look like, checked byte by byte apart from the grammar's own code: a
-    /// leading `/`, no empty segment, only `[A-Za-z0-9._-]` in segments, at most 1024 bytes, and so no NUL,
+    /// leading `/`, no empty segment, only `[A-Za-z0-9._:-]` in segments, at most 1024 bytes, and so no NUL,
     /// no space, nothing outside ASCII.
     private static func checkGrammar(_ text: String) throws(FuzzFailure) {
         let bytes = Array(text.utf8)
@@ -74,7 +74,7 @@ enum KeyPathCheck {
                 (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
                 || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
                 || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
-                || [UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"), UInt8(ascii: "/")].contains(byte)
+                || [UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"), UInt8(ascii: ":"), UInt8(ascii: "/")].contains(byte)
             try require(allowed, "accepted \(text.debugDescription) with byte \(byte) at \(offset)")
             if byte == UInt8(ascii: "/"), offset > 0 {
                 try require(bytes[offset - 1] != byte, "accepted \(text.debugDescription) with '//'")

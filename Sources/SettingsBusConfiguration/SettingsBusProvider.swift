@@ -14,7 +14,7 @@ import SettingsModel
 /// `font-size`) reads the setting `/org/example/editor/font-size`. Components are used as they are, so a key
 /// is written the way settings keys are (`font-size`, not `fontSize`, which would be the setting `fontSize`); a
 /// component that is not a valid segment of a setting key (empty, or with a character other than
-/// `[A-Za-z0-9._-]`) makes the lookup throw `SettingsError.Code.invalidKey`. To use other names, wrap the
+/// `[A-Za-z0-9._:-]`) makes the lookup throw `SettingsError.Code.invalidKey`. To use other names, wrap the
 /// provider in swift-configuration's `KeyMappingProvider`. A key's context is not used.
 ///
 /// Values are converted to the type the reader asks for: `string` from a string or an object path; `int` from

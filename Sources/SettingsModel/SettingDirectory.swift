@@ -3,7 +3,7 @@
 /// A validated settings directory, such as `/org/example/editor/`.
 ///
 /// A directory starts and ends with `/`; `/` alone is the root directory. Otherwise the grammar is that of
-/// `SettingPath`: no empty segment (`//`), segments of `[A-Za-z0-9._-]`, at most
+/// `SettingPath`: no empty segment (`//`), segments of `[A-Za-z0-9._:-]`, at most
 /// `SettingPath.maximumLength` UTF-8 bytes.
 ///
 /// Valid: `/`, `/org/`, `/org/example/editor/`, `/a.b/c-d/`.

@@ -5,12 +5,12 @@
 /// Keys follow the grammar of dconf's key paths (`common/dconf-paths.c`), with a narrower character set:
 /// - a key starts with `/` and never ends with `/`;
 /// - no segment is empty, so `//` never appears;
-/// - segments use only `[A-Za-z0-9._-]`;
+/// - segments use only `[A-Za-z0-9._:-]` (the colon as in GNOME Terminal's `/org/gnome/terminal/legacy/profiles:/`);
 /// - a key is at most ``maximumLength`` (1024) UTF-8 bytes long.
 ///
 /// Valid: `/a`, `/org/example/editor/theme`, `/org/example/font-size`, `/a/b.c_d-E9`.
 /// Invalid: `` (empty), `a/b` (no leading `/`), `/` (the root directory), `/a/` (a directory), `/a//b` (empty
-/// segment), `/a b` (space), `/é` (not ASCII), `/a/b:c` (`:`).
+/// segment), `/a b` (space), `/é` (not ASCII), `/a/b@c` (`@`).
 ///
 /// Directories, which end with `/`, are a separate type, `SettingDirectory`, so that an API taking a key
 /// cannot be handed a directory by mistake; `SettingLocation` holds either where both are allowed. The type

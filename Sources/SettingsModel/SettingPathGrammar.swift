@@ -4,7 +4,8 @@
 ///
 /// A path is `/` followed by segments separated by `/`. A key never ends with `/`; a directory always does, and
 /// `/` alone is the root directory. No segment is empty (`//` never appears) and segments use only
-/// `[A-Za-z0-9._-]`. The whole path is at most ``SettingPath/maximumLength`` UTF-8 bytes.
+/// `[A-Za-z0-9._:-]` (the colon for the paths GNOME apps place relocatable schemas at, such as GNOME
+/// Terminal's `/org/gnome/terminal/legacy/profiles:/:<uuid>/`, which a move from dconf must keep). The whole path is at most ``SettingPath/maximumLength`` UTF-8 bytes.
 enum SettingPathGrammar {
     /// What a path must be.
     enum Kind: String {
@@ -33,7 +34,7 @@ enum SettingPathGrammar {
                 }
             } else if !isSegmentByte(byte) {
                 return "character \(describe(byte: byte, in: text, at: offset)) at byte \(offset) is not allowed; "
-                    + "segments use only the letters A-Z and a-z, the digits 0-9 and '.', '_', '-'"
+                    + "segments use only the letters A-Z and a-z, the digits 0-9 and '.', '_', '-', ':'"
             }
             previous = byte
             offset += 1
@@ -60,7 +61,8 @@ enum SettingPathGrammar {
     static func isSegmentByte(_ byte: UInt8) -> Bool {
         switch byte {
         case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"):
+            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"),
+            UInt8(ascii: ":"):
             return true
         default:
             return false

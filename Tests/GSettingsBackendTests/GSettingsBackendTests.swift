@@ -22,6 +22,9 @@ struct GSettingsBackendTests {
             <key name="last-file" type="ms"><default>nothing</default></key>
             <key name="window" type="(ii)"><default>(640, 480)</default></key>
           </schema>
+          <schema id="org.example.Profile">
+            <key name="font" type="s"><default>'Monospace 10'</default></key>
+          </schema>
         </schemalist>
         """
 
@@ -108,6 +111,21 @@ struct GSettingsBackendTests {
             try await body(bus, connection, setup.environment(bus))
             await connection.close()
             #expect(await broker.stop() == 0)
+        }
+    }
+
+    /// A relocatable schema placed where GNOME Terminal places its profiles, at a path with colons
+    /// (`/org/gnome/terminal/legacy/profiles:/:<uuid>/`): the broker takes such keys, so a move from dconf
+    /// keeps them.
+    @Test func aRelocatableSchemaAtAPathWithColonsIsStoredAndReadBack() async throws {
+        let setup = try await Setup.compiled()
+        defer { setup.remove() }
+        let path = "/org/example/terminal/profiles:/:b1dcc9dd-5262-4d8d-a863-c897e6d979b9/"
+        try await Self.withBroker(setup) { bus, connection, environment in
+            _ = try await Self.gsettings(["set", "org.example.Profile:\(path)", "font", "'Monospace 12'"], environment)
+            #expect(try await Self.get(path + "font", connection) == .string("Monospace 12"))
+            try await Self.set(path + "font", .string("Monospace 14"), connection)
+            #expect(try await Self.gsettings(["get", "org.example.Profile:\(path)", "font"], environment) == "'Monospace 14'")
         }
     }
 

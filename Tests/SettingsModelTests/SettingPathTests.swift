@@ -6,6 +6,7 @@ import Testing
 struct SettingPathTests {
     @Test(arguments: [
         "/a", "/org/example/editor/theme", "/org/example/font-size", "/a/b.c_d-E9", "/0", "/a.b/c",
+        "/org/gnome/terminal/legacy/profiles:/:b1dcc9dd-5262-4d8d-a863-c897e6d979b9/font",
         "/" + String(repeating: "x", count: 1023),
     ])
     func acceptsValidKeys(_ text: String) throws {
@@ -24,7 +25,7 @@ struct SettingPathTests {
         ("//a", "empty segment at byte 1"),
         ("/a b", "character ' ' at byte 2"),
         ("/é", "character 'é' at byte 1"),
-        ("/a/b:c", "character ':' at byte 4"),
+        ("/a/b@c", "character '@' at byte 4"),
         ("/a\nb", "U+000A"),
         ("/a\u{0}b", "U+0000"),
         ("/" + String(repeating: "x", count: 1024), "1025 bytes long"),
