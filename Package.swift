@@ -196,6 +196,12 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // A GSettings app in C that settings-bench starts to measure the GIO module against dconf's
+        // (Sources/settings-bench/Bench+GSettings.swift).
+        .executableTarget(
+            name: "gsettings-probe",
+            dependencies: ["CGio"]
+        ),
         .executableTarget(
             name: "settingsctl",
             dependencies: [

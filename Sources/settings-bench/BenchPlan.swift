@@ -40,6 +40,8 @@ struct BenchPlan: Sendable {
     var syncChanges = 5
     var syncIdleSeconds = 30.0
     var syncPollSeconds = 5
+    /// GSettings: the apps whose memory is read with each backend (the median is kept).
+    var gsettingsMemoryRuns = 3
 
     /// The full run: about three minutes on two cores.
     static let full = BenchPlan(
@@ -55,5 +57,6 @@ struct BenchPlan: Sendable {
         fanOuts: [2, 3], fanOutWrites: 2, writerCounts: [1, 2], writerSeconds: 0.3,
         storeSizes: [100, 1_000], writesPerSize: 3, startsPerSize: 1, loopSeconds: 5,
         directoryStoreKeys: 1_000, directoryReads: 5, quietGets: 10, bigDirectoryKeys: 500, bigReads: 2, bigResets: 1,
-        firstSyncKeys: 300, syncMachines: 3, syncChanges: 2, syncIdleSeconds: 2, syncPollSeconds: 1)
+        firstSyncKeys: 300, syncMachines: 3, syncChanges: 2, syncIdleSeconds: 2, syncPollSeconds: 1,
+        gsettingsMemoryRuns: 1)
 }

@@ -179,6 +179,7 @@ struct BenchReport {
                     dconf: "—", ratio: "\(Format.ratio(a.startWith.p50, a.startWithout.p50)) none"))
         }
 
+        if let gsettings = r.gsettings { rows += gsettingsRows(gsettings) }
         if let sync = r.sync { rows += syncRows(sync) }
 
         var text = "| measure | SettingsBus | dconf | ratio | target | met? |\n| --- | --- | --- | --- | --- | --- |\n"
@@ -188,9 +189,58 @@ struct BenchReport {
             text += "| \(row.measure) | \(row.settingsBus) | \(dconf) | \(row.ratio) | \(row.target) | \(met) |\n"
         }
         if let dconfMissing { text += "\ndconf was not measured: \(dconfMissing)\n" }
+        if let gsettingsMissing = r.gsettingsMissing { text += "\nGSettings was not measured: \(gsettingsMissing)\n" }
+        if let missing = r.gsettings?.dconfMissing, dconfMissing == nil {
+            text += "\ndconf's GSettings backend was not measured: \(missing)\n"
+        }
         if let syncMissing = r.syncMissing { text += "\nsync was not measured: \(syncMissing)\n" }
         if isSmoke { text += "\nSmoke run: the counts are too small for the figures to mean anything.\n" }
         return text
+    }
+
+    /// The GIO module against dconf's GSettings backend, in the same C app (`gsettings-probe`).
+    private func gsettingsRows(_ run: GSettingsRun) -> [Row] {
+        var rows: [Row] = []
+        rows.append(
+            Row(
+                measure: "GSettings: `g_settings_get_value` of a watched key in a C app: the module's copy / dconf's mmap read",
+                settingsBus: Format.duration(run.read), dconf: dconfValue(Format.duration(run.dconfRead)),
+                ratio: ratio(run.read, run.dconfRead, "dconf"), target: "≤ dconf's",
+                met: run.read.flatMap { mine in run.dconfRead.map { mine <= $0 } }))
+        var delivery = halfOfDconf(
+            "GSettings: `g_settings_set` in one app → `changed` handler in another, p50 / p99", run.delivery,
+            run.dconfDelivery, target: true)
+        if run.dconfDelivery.isEmpty { delivery.met = nil }
+        rows.append(delivery)
+        let base = run.memory["memory"]
+        rows.append(
+            Row(
+                measure: "GSettings: memory of a C app that loads GIO and reads a key, resident / private, "
+                    + "with the backend (`memory`: \(residentAndPrivate(base)))",
+                settingsBus: residentAndPrivate(run.memory["settingsbus"]),
+                dconf: dconfValue(residentAndPrivate(run.memory["dconf"])),
+                ratio: ratio(
+                    run.memory["settingsbus"].map { Double($0.privateKiB) },
+                    run.memory["dconf"].map { Double($0.privateKiB) }, "dconf (private)")))
+        let added = { (backend: String) -> (resident: Int, private: Int)? in
+            guard let base, let memory = run.memory[backend] else { return nil }
+            return (memory.residentKiB - base.residentKiB, memory.privateKiB - base.privateKiB)
+        }
+        let addedText = { (backend: String) -> String in
+            guard let added = added(backend) else { return "n/a" }
+            return String(format: "%+.1f / %+.1f MiB", Double(added.resident) / 1024, Double(added.private) / 1024)
+        }
+        rows.append(
+            Row(
+                measure: "… what the backend adds over `memory`, resident / private", settingsBus: addedText("settingsbus"),
+                dconf: dconfValue(addedText("dconf")),
+                ratio: ratio(added("settingsbus").map { Double($0.private) }, added("dconf").map { Double($0.private) }, "dconf (private)")))
+        return rows
+    }
+
+    private func residentAndPrivate(_ memory: ProcessMemory?) -> String {
+        guard let memory else { return "n/a" }
+        return String(format: "%.1f / %.1f MiB", Double(memory.residentKiB) / 1024, Double(memory.privateKiB) / 1024)
     }
 
     /// Sync across machines (dconf has no such thing).

@@ -35,6 +35,9 @@ struct BenchResults: Sendable {
     /// Directory operations against the store's size.
     var directories: DirectoryRun?
     var administrator: AdministratorRun?
+    /// The GIO module against dconf's GSettings backend, or why it was not measured.
+    var gsettings: GSettingsRun?
+    var gsettingsMissing: String?
     /// Sync across machines, or why it was not measured.
     var sync: SyncRun?
     var syncMissing: String?

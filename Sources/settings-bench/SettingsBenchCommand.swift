@@ -43,8 +43,8 @@ struct SettingsBenchCommand: AsyncParsableCommand {
     @Option(
         parsing: .upToNextOption,
         help: """
-            Run only these parts: basics, delivery, writers, sizes, directories, administrator, sync (the \
-            table then has gaps).
+            Run only these parts: basics, delivery, writers, sizes, directories, administrator, gsettings, sync \
+            (the table then has gaps).
             """)
     var only: [String] = []
 
@@ -108,10 +108,11 @@ struct SettingsBenchCommand: AsyncParsableCommand {
     }
 
     func validate() throws {
-        let parts: Set = ["basics", "delivery", "writers", "sizes", "directories", "administrator", "sync"]
+        let parts: Set = ["basics", "delivery", "writers", "sizes", "directories", "administrator", "gsettings", "sync"]
         if let unknown = only.first(where: { !parts.contains($0) }) {
             throw ValidationError(
-                "unknown part '\(unknown)'; use basics, delivery, writers, sizes, directories, administrator or sync")
+                "unknown part '\(unknown)'; use basics, delivery, writers, sizes, directories, administrator, "
+                    + "gsettings or sync")
         }
     }
 
@@ -122,13 +123,15 @@ struct SettingsBenchCommand: AsyncParsableCommand {
         if let missing = bench.dconfMissing { progress("dconf is not measured: \(missing)") }
         do {
             let parts =
-                only.isEmpty ? ["basics", "delivery", "writers", "sizes", "directories", "administrator", "sync"] : only
+                only.isEmpty
+                ? ["basics", "delivery", "writers", "sizes", "directories", "administrator", "gsettings", "sync"] : only
             if parts.contains("basics") { try await bench.measureBasics() }
             if parts.contains("delivery") { try await bench.measureDelivery() }
             if parts.contains("writers") { try await bench.measureWriters() }
             if parts.contains("sizes") { try await bench.measureSizes() }
             if parts.contains("directories") { try await bench.measureDirectories() }
             if parts.contains("administrator") { try await bench.measureAdministrator() }
+            if parts.contains("gsettings") { try await bench.measureGSettings() }
             if parts.contains("sync") { try await bench.measureSync() }
         } catch {
             progress("failed: \(error)")

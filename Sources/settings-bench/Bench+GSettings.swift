@@ -1,0 +1,246 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import Foundation
+import SettingsBus
+import SettingsBusTesting
+import SettingsModel
+
+/// The GSettings part: the GIO module `settingsbus` against dconf's GSettings backend, in a C app
+/// (`gsettings-probe`, built by the package next to `settings-bench`) that differs only by `GSETTINGS_BACKEND`.
+extension Bench {
+    static let gsettingsSchema = "io.github.settingsbus.Bench"
+    static let gsettingsPath = "/bench/gsettings/"
+    /// The type names of the backends, as the probe prints them: GIO falls back to another backend when the one
+    /// asked for is missing, so each run checks which it got.
+    static let gsettingsBackends = [
+        "settingsbus": "SettingsBusBackend", "dconf": "DConfSettingsBackend", "memory": "GMemorySettingsBackend",
+    ]
+
+    /// What the GSettings measurements need: the probe, a folder of GIO modules holding the module, and a
+    /// compiled schema.
+    struct GSettingsSetup {
+        var probe: String
+        var modules: URL
+        var schemas: URL
+    }
+
+    /// `g_settings_get_value` of a watched key, `g_settings_set` reaching another app's `changed` handler, and
+    /// the memory of an app that reads a schema, with each backend.
+    func measureGSettings() async throws {
+        let setup: GSettingsSetup
+        do {
+            setup = try await prepareGSettings()
+        } catch {
+            results.gsettingsMissing = "\(error)"
+            progress("GSettings is not measured: \(error)")
+            return
+        }
+        try await useFreshBrokerStore("gsettings")
+        try await useFreshDconfDatabase()
+        try await ping(broker.name)
+        var run = GSettingsRun()
+
+        progress("GSettings: g_settings_get_value of a watched key (\(plan.cachedReadBatches) × 1000 each)")
+        let readKey = Self.gsettingsPath + "read"
+        try await settings.set(SettingKey(try SettingPath(readKey), default: ""), to: "a value read through GSettings")
+        run.read = try await gsettingsRead(setup, backend: "settingsbus")
+        var dconfGSettings = false
+        if dconf != nil {
+            try await dconfChange([(readKey, "a value read through GSettings")])
+            do {
+                run.dconfRead = try await gsettingsRead(setup, backend: "dconf")
+                dconfGSettings = true
+            } catch let failure as BenchFailure {
+                run.dconfMissing = failure.description
+                progress("dconf's GSettings backend is not measured: \(failure)")
+            }
+        }
+
+        let backends = ["settingsbus"] + (dconfGSettings ? ["dconf"] : [])
+        progress("GSettings: g_settings_set → another app's changed handler (\(plan.deliveries) writes each)")
+        let deliveries = try await gsettingsDelivery(setup, backends: backends)
+        run.delivery = deliveries["settingsbus"] ?? Samples()
+        run.dconfDelivery = deliveries["dconf"] ?? Samples()
+
+        progress("GSettings: memory of an app that reads a schema, with each backend")
+        for backend in ["memory"] + backends {
+            run.memory[backend] = try await gsettingsMemory(setup, backend: backend)
+        }
+        results.gsettings = run
+    }
+
+    /// Finds the probe and the module next to this executable, links the module into a folder of GIO modules
+    /// of its own (GIO loads every module of a folder it is given) and compiles the schema.
+    private func prepareGSettings() async throws -> GSettingsSetup {
+        let probe: String
+        let module: String
+        do {
+            probe = try BuiltProduct.path("gsettings-probe")
+            module = try BuiltProduct.path("libsettingsbus-gio.so")
+        } catch {
+            throw BenchFailure(
+                "\(error) (a release build: scripts/build-release --product gsettings-probe, and --product "
+                    + "settingsbus-gio)")
+        }
+        let folder = root.appendingPathComponent("gsettings")
+        let modules = folder.appendingPathComponent("modules")
+        let schemas = folder.appendingPathComponent("schemas")
+        try FileManager.default.createDirectory(at: modules, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: schemas, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(
+            atPath: modules.appendingPathComponent("libsettingsbus-gio.so").path, withDestinationPath: module)
+        let schema = """
+            <schemalist>
+              <schema id="\(Self.gsettingsSchema)" path="\(Self.gsettingsPath)">
+                <key name="read" type="s"><default>''</default></key>
+                <key name="delivery" type="s"><default>''</default></key>
+              </schema>
+            </schemalist>
+            """
+        try schema.write(
+            to: schemas.appendingPathComponent("\(Self.gsettingsSchema).gschema.xml"), atomically: true, encoding: .utf8)
+        let compiled = try await TestProcess.run("/usr/bin/glib-compile-schemas", [schemas.path])
+        guard compiled.status == 0 else {
+            throw BenchFailure(
+                "glib-compile-schemas failed (apt-get install -y libglib2.0-bin): \(compiled.stdout) \(compiled.stderr)")
+        }
+        return GSettingsSetup(probe: probe, modules: modules, schemas: schemas)
+    }
+
+    /// The run's environment for an app with `backend`; the module's folder is given to every backend alike.
+    private func gsettingsEnvironment(_ setup: GSettingsSetup, backend: String) -> [String: String] {
+        environment.merging([
+            "GSETTINGS_BACKEND": backend, "GIO_EXTRA_MODULES": setup.modules.path,
+            "GSETTINGS_SCHEMA_DIR": setup.schemas.path,
+        ]) { _, new in new }
+    }
+
+    /// Checks the probe's first line, `backend <type name>`.
+    private func checkBackend(_ line: String?, _ backend: String) throws {
+        let expected = Self.gsettingsBackends[backend] ?? backend
+        guard line == "backend \(expected)" else {
+            throw BenchFailure(
+                "GIO did not use the \(backend) backend (\(line ?? "no line"))"
+                    + (backend == "dconf" ? "; apt-get install -y dconf-gsettings-backend" : ""))
+        }
+    }
+
+    /// `g_settings_get_value` of the watched key `read`: the median time per read over batches of 1000.
+    private func gsettingsRead(_ setup: GSettingsSetup, backend: String) async throws -> Double {
+        let result = try await TestProcess.run(
+            setup.probe, ["read", Self.gsettingsSchema, "read", String(plan.cachedReadBatches)],
+            environment: gsettingsEnvironment(setup, backend: backend))
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        try checkBackend(lines.first, backend)
+        let fields = lines.dropFirst().first?.split(separator: " ") ?? []
+        guard result.status == 0, fields.count == 3, fields[0] == "read", let perRead = Double(fields[1]),
+            let characters = Int(fields[2]), characters > 0
+        else {
+            throw BenchFailure("the GSettings probe (\(backend)) failed: \(result.stdout) \(result.stderr)")
+        }
+        return perRead
+    }
+
+    /// A writer app and a watcher app per backend; the backends take turns, one `g_settings_set` each, timed
+    /// from the writer's time stamp before its call to the watcher's in its `changed` handler.
+    private func gsettingsDelivery(_ setup: GSettingsSetup, backends: [String]) async throws -> [String: Samples] {
+        let key = Self.gsettingsPath + "delivery"
+        try await settings.set(SettingKey(try SettingPath(key), default: ""), to: "initial")
+        if backends.contains("dconf") { try await dconfChange([(key, "initial")]) }
+        var apps: [(backend: String, watcher: RunningProcess, writer: RunningProcess)] = []
+        do {
+            return try await gsettingsDelivery(apps: &apps, setup: setup, backends: backends)
+        } catch {
+            // Every app is ended by its pid, however the measurement ends.
+            for app in apps {
+                await app.watcher.terminate()
+                await app.writer.terminate()
+            }
+            throw error
+        }
+    }
+
+    private func gsettingsDelivery(
+        apps: inout [(backend: String, watcher: RunningProcess, writer: RunningProcess)], setup: GSettingsSetup,
+        backends: [String]
+    ) async throws -> [String: Samples] {
+        for backend in backends {
+            let environment = gsettingsEnvironment(setup, backend: backend)
+            let watcher = try RunningProcess.start(setup.probe, ["watch", Self.gsettingsSchema, "delivery"], environment: environment)
+            let writer = try RunningProcess.start(setup.probe, ["write", Self.gsettingsSchema, "delivery"], environment: environment)
+            apps.append((backend, watcher, writer))
+            try checkBackend(try await watcher.nextLine(), backend)
+            try checkBackend(try await writer.nextLine(), backend)
+            try await watcher.line(where: { $0.hasPrefix("initial ") })
+            try await writer.line(where: { $0 == "ready" })
+        }
+        var samples: [String: Samples] = [:]
+        let warmUp = plan.warmUp / 10
+        try await boundedLoop(count: warmUp + plan.deliveries, seconds: plan.loopSeconds * 2) { index in
+            for app in apps {
+                let value = "value-\(index)"
+                app.writer.write(value + "\n")
+                let start = try await stamp(of: value, from: app.writer)
+                let seen = try await stamp(of: value, from: app.watcher)
+                if index >= warmUp { samples[app.backend, default: Samples()].append(Double(seen &- start)) }
+            }
+        }
+        var failure: BenchFailure?
+        for app in apps {
+            app.writer.closeInput()
+            if await app.writer.waitForExit() != 0 {
+                failure = BenchFailure("the GSettings writer (\(app.backend)) failed: \(await app.writer.standardError())")
+            }
+            await app.watcher.terminate()
+        }
+        apps.removeAll()
+        if let failure { throw failure }
+        return samples
+    }
+
+    /// The time stamp of the line `<value> <ns>` a probe prints.
+    private func stamp(of value: String, from app: RunningProcess) async throws -> UInt64 {
+        let (line, _) = try await app.line(where: { $0.hasPrefix(value + " ") })
+        guard let stamp = line.split(separator: " ").last.flatMap({ UInt64($0) }) else {
+            throw BenchFailure("unexpected line from a GSettings probe: \(line)")
+        }
+        return stamp
+    }
+
+    /// The memory of an app that has loaded GIO with `backend` and read a key of a schema (the run with the
+    /// median private memory of `plan.gsettingsMemoryRuns`).
+    private func gsettingsMemory(_ setup: GSettingsSetup, backend: String) async throws -> ProcessMemory? {
+        var runs: [ProcessMemory] = []
+        for _ in 0..<max(plan.gsettingsMemoryRuns, 1) {
+            let app = try RunningProcess.start(
+                setup.probe, ["hold", Self.gsettingsSchema, "read"], environment: gsettingsEnvironment(setup, backend: backend))
+            do {
+                try checkBackend(try await app.nextLine(), backend)
+                try await app.line(where: { $0 == "ready" })
+            } catch {
+                await app.terminate()
+                throw error
+            }
+            let memory = ProcessMemory.read(pid: app.child.pid)
+            app.closeInput()
+            _ = await app.waitForExit()
+            if let memory { runs.append(memory) }
+        }
+        let sorted = runs.sorted { $0.privateKiB < $1.privateKiB }
+        return sorted.isEmpty ? nil : sorted[sorted.count / 2]
+    }
+}
+
+/// The GSettings part: the module `settingsbus` and dconf's backend, in the same C app.
+struct GSettingsRun: Sendable {
+    /// `g_settings_get_value` of a watched key, ns per read (median of batches of 1000).
+    var read: Double?
+    var dconfRead: Double?
+    /// `g_settings_set` in one app → the `changed` handler of another.
+    var delivery = Samples()
+    var dconfDelivery = Samples()
+    /// Backend (`memory`, `settingsbus`, `dconf`) → the memory of an app that read a schema with it.
+    var memory: [String: ProcessMemory] = [:]
+    /// Why dconf's GSettings backend was not measured, when dconf-service was.
+    var dconfMissing: String?
+}
