@@ -63,6 +63,9 @@ package struct GSettingsSchemas: Sendable {
     package var problems: [FileProblem] = []
     /// The ids of the schemas that have no path and that no child places.
     package var relocatable: [String] = []
+    /// The keys whose GSettings type is a maybe type (`mT`), registered as arrays `aT`: dconf holds their
+    /// values as maybes, which `settingsctl dump` writes back in that form.
+    package var maybeKeys: Set<SettingPath> = []
     /// How many keys the files register in all.
     package var keyCount: Int { files.reduce(0) { $0 + $1.schemas.count } }
 
@@ -160,6 +163,7 @@ package struct GSettingsSchemas: Sendable {
                 }
                 claimed.insert(settingPath)
                 registered[settingPath] = schema
+                if case .type(let text) = key.kind, text.hasPrefix("m") { maybeKeys.insert(settingPath) }
             } catch {
                 problems.append(error)
             }

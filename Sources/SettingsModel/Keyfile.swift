@@ -77,6 +77,87 @@ public enum Keyfile {
         return (entries, problems)
     }
 
+    /// A `name=value` line as written: the key it names and its value's text, not yet parsed.
+    public struct TextEntry: Sendable {
+        /// The key's path as the file gives it: the directory read under, the group and the name.
+        public var path: String
+        /// The key, or why `path` is not one (a group or name with characters the key grammar refuses, such as
+        /// dconf's `profiles:/`).
+        public var key: Result<SettingPath, SettingsError>
+        /// The value's GVariant text, without white space at either end.
+        public var text: String
+        /// The line, counted from 1.
+        public var line: Int
+    }
+
+    /// Reads a keyfile's lines without parsing their values, so that a reader that knows the keys' types can
+    /// read each value as its key's type.
+    ///
+    /// A key given twice keeps its last text (in the place of its first). Unlike ``parse(_:under:)``, a group
+    /// or a name that is not a key of the broker's grammar is not a problem of the file: the entries under it
+    /// are returned with the reason in ``TextEntry/key``, so that the reader can name each key it cannot store.
+    ///
+    /// - Parameter prefix: comment lines starting with it are kept, each with its group (those of a group that
+    ///   is not a directory are dropped with the group's entries' values).
+    /// - Throws: the first ``Problem`` of the file's shape: a line that is neither `[group]` nor `name=value`,
+    ///   or a line before the first group.
+    public static func parseTexts(
+        _ text: String, under directory: SettingDirectory, keepingComments prefix: String? = nil
+    ) throws(Problem) -> (entries: [TextEntry], comments: [Comment]) {
+        var group: (path: String, directory: Result<SettingDirectory, SettingsError>)?
+        var order: [String] = []
+        var entries: [String: TextEntry] = [:]
+        var comments: [Comment] = []
+        for (index, rawLine) in LineText.lines(text).enumerated() {
+            let number = index + 1
+            let trimmed = LineText.trimmed(rawLine)
+            if let prefix, trimmed.hasPrefix(prefix) {
+                guard let group else {
+                    throw Problem(line: number, message: "'\(LineText.excerpt(trimmed))' comes before the first [group] line")
+                }
+                if case .success(let directory) = group.directory {
+                    comments.append(
+                        Comment(group: directory, line: number, text: LineText.trimmed(trimmed.dropFirst(prefix.count))))
+                }
+                continue
+            }
+            if trimmed.isEmpty || trimmed.hasPrefix("#") || trimmed.hasPrefix(";") { continue }
+            if trimmed.hasPrefix("[") {
+                guard trimmed.hasSuffix("]"), let close = trimmed.lastIndex(of: "]") else {
+                    throw Problem(line: number, message: "a group line is '[path]', not '\(LineText.excerpt(trimmed))'")
+                }
+                let name = trimmed[trimmed.index(after: trimmed.startIndex)..<close]
+                let relative = name.split(separator: "/").joined(separator: "/")
+                let path = relative.isEmpty ? directory.rawValue : directory.rawValue + relative + "/"
+                do throws(SettingsError) {
+                    group = (path, .success(try SettingDirectory(path)))
+                } catch {
+                    group = (path, .failure(error))
+                }
+                continue
+            }
+            guard let equals = trimmed.firstIndex(of: "=") else {
+                throw Problem(line: number, message: "expected 'name=value' or '[group]', found '\(LineText.excerpt(trimmed))'")
+            }
+            guard let group else {
+                throw Problem(line: number, message: "'\(LineText.excerpt(trimmed))' comes before the first [group] line")
+            }
+            let name = LineText.trimmed(trimmed[..<equals])
+            let key: Result<SettingPath, SettingsError>
+            switch group.directory {
+            case .success(let directory):
+                do throws(SettingsError) { key = .success(try directory.key(named: name)) } catch { key = .failure(error) }
+            case .failure(let error):
+                key = .failure(error)
+            }
+            let path = group.path + name
+            let entry = TextEntry(
+                path: path, key: key, text: LineText.trimmed(trimmed[trimmed.index(after: equals)...]), line: number)
+            if entries.updateValue(entry, forKey: path) == nil { order.append(path) }
+        }
+        return (order.map { entries[$0]! }, comments)
+    }
+
     private static func read(
         _ text: String, under directory: SettingDirectory, stoppingAtFirstProblem: Bool,
         keepingComments commentPrefix: String? = nil

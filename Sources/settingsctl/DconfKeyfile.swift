@@ -39,8 +39,9 @@ enum DconfKeyfile {
 
     /// What a keyfile sets: values, and the schemas of its secret keys.
     struct Contents {
-        /// The values, in the order they were first given.
-        var values: [(SettingPath, DBusValue)] = []
+        /// The keys and their values' text, in the order they were first given; each value is read as its
+        /// key's registered type by the one who knows it (``DconfValue``).
+        var entries: [Keyfile.TextEntry] = []
         /// The schemas given in `#schema` lines.
         var schemas: [SettingPath: SettingSchema] = [:]
     }
@@ -50,9 +51,11 @@ enum DconfKeyfile {
     /// - Parameters:
     ///   - secrets: the schemas of the keys registered as secret, written as `#schema` lines.
     ///   - includeSecrets: whether the values of those keys are written too.
+    ///   - maybes: the keys GSettings declares with a maybe type, written as dconf holds them
+    ///     (``GSettingsMaybes``).
     static func format(
         _ values: [SettingPath: DBusValue], under directory: SettingDirectory,
-        secrets: [SettingPath: SettingSchema] = [:], includeSecrets: Bool = false
+        secrets: [SettingPath: SettingSchema] = [:], includeSecrets: Bool = false, maybes: Set<SettingPath> = []
     ) -> String {
         let root = Node()
         for (key, value) in values where directory.contains(key) {
@@ -66,7 +69,7 @@ enum DconfKeyfile {
                 node.secrets[name] = schema
                 if !includeSecrets { continue }
             }
-            node.keys[name] = value
+            node.keys[name] = (maybes.contains(key) ? GSettingsMaybes.format(value) : nil) ?? GVariantText.format(value)
         }
         var groups: [String] = []
         root.emit(path: "", into: &groups)
@@ -74,22 +77,22 @@ enum DconfKeyfile {
     }
 
     /// Reads a keyfile as `dconf load` does (``SettingsModel/Keyfile``): every `name=value` of group `[g]` sets
-    /// the key `directory + g/name` (`[/]` is `directory` itself) to the value parsed from its GVariant text, with
-    /// the type that text has.
+    /// the key `directory + g/name` (`[/]` is `directory` itself) to the value of its GVariant text.
     ///
     /// Blank lines and lines starting with `#` or `;` are skipped, except `#schema name.field=value` lines, the
     /// schema of a secret key; white space around names and values is ignored; a key given twice keeps its last
-    /// value.
+    /// value. A key whose group or name the broker's key grammar refuses is an entry with the reason, not a
+    /// problem of the file.
     ///
     /// - Throws: ``CtlError`` with status ``ExitStatus/invalid``, naming the line and what is wrong.
     static func parse(_ text: String, under directory: SettingDirectory) throws(CtlError) -> Contents {
-        let parsed: (entries: [(key: SettingPath, value: DBusValue, line: Int)], comments: [Keyfile.Comment])
+        let parsed: (entries: [Keyfile.TextEntry], comments: [Keyfile.Comment])
         do throws(Keyfile.Problem) {
-            parsed = try Keyfile.parse(text, under: directory, keepingComments: schemaPrefix)
+            parsed = try Keyfile.parseTexts(text, under: directory, keepingComments: schemaPrefix)
         } catch {
             throw CtlError(.invalid, error.description)
         }
-        var contents = Contents(values: parsed.entries.map { ($0.key, $0.value) })
+        var contents = Contents(entries: parsed.entries)
         guard !parsed.comments.isEmpty else { return contents }
         // The `#schema` lines as a schema file: each group's lines under its absolute `[directory]`, every other
         // line left blank so that the schema file's line numbers are the keyfile's.
@@ -130,7 +133,8 @@ enum DconfKeyfile {
 
     /// One directory of the tree being printed.
     private final class Node {
-        var keys: [String: DBusValue] = [:]
+        /// The values' text, by name.
+        var keys: [String: String] = [:]
         /// The schemas of this directory's secret keys, by name.
         var secrets: [String: SettingSchema] = [:]
         var children: [String: Node] = [:]
@@ -154,7 +158,7 @@ enum DconfKeyfile {
                                 "# \(name): secret, its value is left out (settingsctl dump --include-secrets writes it)")
                         }
                     }
-                    if let value = keys[name] { lines.append("\(name)=\(GVariantText.format(value))") }
+                    if let value = keys[name] { lines.append("\(name)=\(value)") }
                 }
                 groups.append(lines.joined(separator: "\n") + "\n")
             }

@@ -2,6 +2,7 @@
 
 import ArgumentParser
 import DBus
+import Foundation
 import SettingsBus
 import SettingsModel
 
@@ -16,7 +17,12 @@ struct DumpCommand: AsyncParsableCommand {
             `dconf load DIR`, and `dconf dump DIR | settingsctl load DIR` copies dconf's settings. The value of \
             a key registered as secret is left out unless --include-secrets; either way its schema is written \
             as '#schema name.field=…' comment lines, which `settingsctl load` registers, so the key stays secret \
-            where the dump is loaded (and other readers skip them as comments).
+            where the dump is loaded (and other readers skip them as comments). A key that a GSettings schema \
+            source declares with a maybe type (found as GSettings apps find them: $GSETTINGS_SCHEMA_DIR, then \
+            glib-2.0/schemas under $XDG_DATA_HOME and $XDG_DATA_DIRS), which the broker stores as an array of \
+            no element or one, is written as dconf holds it (`@ms nothing`, `@ms 'x'`), so that \
+            `settingsctl dump / | dconf load /` moves the settings back to dconf. A key nobody set is dumped \
+            with the default it reads (its schema's, or the administrator's), unless --user-values.
             """)
 
     @OptionGroup var bus: BusOptions
@@ -24,41 +30,34 @@ struct DumpCommand: AsyncParsableCommand {
     @Flag(help: "Also write the values of keys registered as secret (the dump then holds them in clear).")
     var includeSecrets = false
 
+    @Flag(
+        help: "Only the keys set by a user, as dconf dump prints them: not those that read a schema's or the administrator's default.")
+    var userValues = false
+
     @Argument(
         help: ArgumentHelp("The directory, ending in '/'.", valueName: "dir"), completion: KeyCompletion.directories)
     var directory: String
 
-    /// The most `Describe` calls in flight at once while looking for secret keys.
-    static let describesInFlight = 32
-
     func run() async throws {
         let directory = try Arguments.directory(directory)
-        let (snapshot, secrets) = try await bus.withStore { store in
+        let (snapshot, descriptions) = try await bus.withStore { store in
             let snapshot = try await store.readTree(directory)
-            return (snapshot, try await Self.secretSchemas(of: Array(snapshot.values.keys), in: store))
+            return (snapshot, try await Describing.descriptions(of: Array(snapshot.values.keys), in: store))
         }
+        var values = snapshot.values
+        if userValues {
+            values = values.filter { descriptions[$0.key]?.source == "user" }
+        }
+        var secrets: [SettingPath: SettingSchema] = [:]
+        for (key, description) in descriptions where values[key] != nil {
+            if let schema = description.schema, schema.isSecret { secrets[key] = schema }
+        }
+        // The GSettings sources are read only when a value could be a maybe: an array of no element or one.
+        let maybes =
+            values.values.contains { GSettingsMaybes.format($0) != nil }
+            ? GSettingsMaybes.keys(in: GSettingsMaybes.folders(environment: ProcessInfo.processInfo.environment)) : []
         Output.write(
-            DconfKeyfile.format(snapshot.values, under: directory, secrets: secrets, includeSecrets: includeSecrets))
-    }
-
-    /// The schemas of the keys registered as secret among `keys`, from one `Describe` of each.
-    static func secretSchemas(
-        of keys: [SettingPath], in store: BusSettingsStore
-    ) async throws -> [SettingPath: SettingSchema] {
-        try await withThrowingTaskGroup(of: (SettingPath, SettingSchema?).self) { group in
-            var secrets: [SettingPath: SettingSchema] = [:]
-            var pending = keys[...]
-            func collect(_ result: (SettingPath, SettingSchema?)) {
-                if let schema = result.1, schema.isSecret { secrets[result.0] = schema }
-            }
-            while let key = pending.popFirst() {
-                group.addTask { (key, try await store.describe(key).schema) }
-                if keys.count - pending.count >= describesInFlight, let result = try await group.next() {
-                    collect(result)
-                }
-            }
-            for try await result in group { collect(result) }
-            return secrets
-        }
+            DconfKeyfile.format(
+                values, under: directory, secrets: secrets, includeSecrets: includeSecrets, maybes: maybes))
     }
 }
