@@ -74,13 +74,17 @@ struct SyncGnomeKeyTests {
             try await connection.signals(
                 matching: MatchRule(
                     sender: TestBroker.busName, interface: "io.github.settingsbus.Settings1", member: "DescriptionChanged")))
-        defer { signals.stop() }
         let deadline = ContinuousClock.now + .seconds(60)
-        while true {
-            let described = try await machine.call("Describe", [key])
-            if described.stdout.contains("'registered': <true>") { break }
-            _ = try await signals.next(timeLimit: max(.zero, deadline - ContinuousClock.now))
+        do {
+            while try await !machine.call("Describe", [key]).stdout.contains("'registered': <true>") {
+                _ = try await signals.next(timeLimit: max(.zero, deadline - ContinuousClock.now))
+            }
+        } catch {
+            signals.stop()
+            await connection.close()
+            throw error
         }
+        signals.stop()
         await connection.close()
     }
 }
