@@ -367,6 +367,46 @@ struct GSettingsBackendTests {
         }
     }
 
+    /// Binds a GObject property to `greeting` (`g_settings_bind`) and prints the property each time it follows
+    /// the key, until it reads 'from another process' (or 60 s pass).
+    static let bindGreeting = """
+        import gi
+        gi.require_version('Gio', '2.0')
+        from gi.repository import Gio, GLib, GObject
+        class Window(GObject.Object):
+            title = GObject.Property(type=str, default='')
+        s = Gio.Settings.new('org.example.Editor')
+        window = Window()
+        s.bind('greeting', window, 'title', Gio.SettingsBindFlags.DEFAULT)
+        loop = GLib.MainLoop()
+        def notified(obj, spec):
+            print('title', obj.props.title, flush=True)
+            if obj.props.title == 'from another process':
+                loop.quit()
+        window.connect('notify::title', notified)
+        print('title', window.props.title, flush=True)
+        GLib.timeout_add_seconds(60, loop.quit)
+        loop.run()
+        """
+
+    /// A property bound to a key (`g_settings_bind`) follows a write made by another process while the app runs,
+    /// and the app's own change of the property reaches the broker.
+    @Test func aBoundPropertyFollowsAnotherProcesssWrite() async throws {
+        let setup = try await Setup.compiled()
+        defer { setup.remove() }
+        try await Self.withBroker(setup) { _, connection, environment in
+            let app = try RunningProcess.start("/usr/bin/python3", ["-c", Self.bindGreeting], environment: environment)
+            #expect(try await app.nextLine(timeLimit: .seconds(30)) == "title hello")
+
+            // When: another process writes the key.
+            try await Self.set("/org/example/editor/greeting", .string("from another process"), connection)
+
+            // Then: the bound property follows it, through the broker's Changed and the module's copy.
+            #expect(try await app.nextLine(timeLimit: .seconds(30)) == "title from another process")
+            #expect(await app.waitForExit() == 0)
+        }
+    }
+
     @Test func theModuleNeedsNoSwiftRuntime() async throws {
         let module = try BuiltProduct.path("libsettingsbus-gio.so")
         let dynamic = try await TestProcess.run("/usr/bin/readelf", ["-d", module])

@@ -75,7 +75,7 @@ struct GSettingsSchemasTests {
               <default>1.5</default>
             </key>
           </schema>
-          <schema id="org.example.profiles" path="/org/example/legacy/profiles:/">
+          <schema id="org.example.profiles" path="/org/example/legacy/profiles@/">
             <key name="z" type="b">
               <default>true</default>
             </key>
@@ -143,7 +143,7 @@ struct GSettingsSchemasTests {
             "demo.gschema.xml: line \(line(of: "<default>-1</default>")): key 'bad-default'",
             "demo.gschema.xml: line \(line(of: "name=\"bad-type\"")): key 'bad-type' of schema 'org.example.demo': type 'mmi'",
             "demo.gschema.xml: line \(line(of: "name=\"no-enum\"")): key 'no-enum' of schema 'org.example.demo': enum 'org.example.Missing'",
-            "demo.gschema.xml: line \(line(of: "id=\"org.example.profiles\"")): schema 'org.example.profiles' cannot be at /org/example/legacy/profiles:/",
+            "demo.gschema.xml: line \(line(of: "id=\"org.example.profiles\"")): schema 'org.example.profiles' cannot be at /org/example/legacy/profiles@/",
         ]
         for text in expected {
             // The derived schema has the same keys: each problem may be named twice.
