@@ -277,10 +277,17 @@ static GVariant *settings_bus_backend_read(GSettingsBackend *backend, const gcha
     SettingsBusBackend *self = SETTINGS_BUS_BACKEND(backend);
     // The schema's default is GSettings' own: the broker is asked for the user's value.
     if (default_value) return NULL;
-    load_directory_of(self, key);
+    // A key in the copy is of a directory read already (a write reads its directory before it changes the copy):
+    // one lookup. Otherwise the key's directory is read first, if it was not.
     g_mutex_lock(&self->lock);
     GVariant *stored = g_hash_table_lookup(self->values, key);
     GVariant *value = stored ? read_form(stored, expected_type) : NULL;
+    g_mutex_unlock(&self->lock);
+    if (stored) return value;
+    load_directory_of(self, key);
+    g_mutex_lock(&self->lock);
+    stored = g_hash_table_lookup(self->values, key);
+    value = stored ? read_form(stored, expected_type) : NULL;
     g_mutex_unlock(&self->lock);
     return value;
 }
@@ -332,9 +339,14 @@ static void reload_directory(SettingsBusBackend *self, const gchar *path) {
             g_ptr_array_add(gone, g_strdup(held_key));
     for (guint index = 0; index < gone->len; index++)
         confirm_locked(self, gone->pdata[index], NULL, serial, TRUE, changed);
+    // Only keys of directories read: the copy holds no other (a read of one finds its directory unread).
     g_hash_table_iter_init(&iter, fresh);
-    while (g_hash_table_iter_next(&iter, &held_key, &held_value))
-        confirm_locked(self, held_key, held_value, serial, TRUE, changed);
+    while (g_hash_table_iter_next(&iter, &held_key, &held_value)) {
+        gchar *key_directory = directory_of(held_key);
+        if (g_hash_table_contains(self->directories, key_directory))
+            confirm_locked(self, held_key, held_value, serial, TRUE, changed);
+        g_free(key_directory);
+    }
     g_mutex_unlock(&self->lock);
     for (guint index = 0; index < changed->len; index++)
         g_settings_backend_changed(G_SETTINGS_BACKEND(self), changed->pdata[index], NULL);
