@@ -17,8 +17,10 @@
 //   takes the broker's newest value once the key has no write left in flight.
 // - write_tree (g_settings_apply) is one Apply: one commit, one Changed. reset is a Reset. sync waits until the
 //   writer has nothing left.
-// - get_writable comes from Describe, kept per key until a DescriptionChanged names the key, which emits
-//   `writable-changed`.
+// - A directory read is followed by its lock list (Locks): a write of a key it locks is refused at once, even in
+//   a process that never asked (`gsettings set` then says the key is not writable). get_writable answers from
+//   the list, else from Describe, kept per key; a DescriptionChanged that names a key drops both for it (the
+//   list of its directory) and emits `writable-changed`.
 // - D-Bus has no maybe type: a value of a maybe type `mT` is stored as an array `aT` of no element (nothing) or
 //   one (just the value), and read back as a maybe when the schema's type is one.
 //
@@ -64,7 +66,14 @@ enum { WRITABLE = 1, LOCKED = 2 };
 typedef struct {
     guint subscription;
     guint64 serial; // the serial of the read; Changed signals up to it are in the copy already
+    gchar **locks; // the administrator's locks over the directory's keys (Locks), NULL when not known
 } DirectoryWatch;
+
+static void directory_watch_free(gpointer data) {
+    DirectoryWatch *watch = data;
+    g_strfreev(watch->locks);
+    g_free(watch);
+}
 
 typedef struct {
     GVariant *value; // NULL: no value
@@ -236,17 +245,25 @@ static void load_directory(SettingsBusBackend *self, const gchar *directory) {
     guint subscription = subscribe(self, directory);
     GError *error = NULL;
     GVariant *reply = call_broker(self, "ReadTree", g_variant_new("(s)", directory), "(a{sv}t)", &error);
+    // The administrator's locks over its keys, so that a write of a locked key is refused at once (a broker
+    // older than Locks answers UnknownMethod: the writes are then judged by the broker alone).
+    GVariant *locks = reply ? call_broker(self, "Locks", g_variant_new("(s)", directory), "(as)", NULL) : NULL;
     g_mutex_lock(&self->lock);
     if (g_hash_table_contains(self->directories, directory)) {
         // Another thread read it meanwhile.
         g_mutex_unlock(&self->lock);
         g_dbus_connection_signal_unsubscribe(self->bus, subscription);
         if (reply) g_variant_unref(reply);
+        if (locks) g_variant_unref(locks);
         g_clear_error(&error);
         return;
     }
     DirectoryWatch *watch = g_new0(DirectoryWatch, 1);
     watch->subscription = subscription;
+    if (locks) {
+        g_variant_get(locks, "(^as)", &watch->locks);
+        g_variant_unref(locks);
+    }
     if (reply) {
         GVariantIter *values = NULL;
         const gchar *key = NULL;
@@ -413,7 +430,10 @@ static void on_description_changed(GDBusConnection *bus, const gchar *sender, co
     g_mutex_lock(&self->lock);
     while (g_variant_iter_loop(keys, "&s", &key)) {
         gchar *directory = directory_of(key);
-        gboolean in_use = g_hash_table_remove(self->writability, key) || g_hash_table_contains(self->directories, directory);
+        DirectoryWatch *watch = g_hash_table_lookup(self->directories, directory);
+        // A lock added or lifted: the directory's list is out of date; Describe answers until it is read again.
+        if (watch) g_clear_pointer(&watch->locks, g_strfreev);
+        gboolean in_use = g_hash_table_remove(self->writability, key) || watch != NULL;
         g_free(directory);
         if (in_use) g_ptr_array_add(changed, g_strdup(key));
     }
@@ -426,11 +446,27 @@ static void on_description_changed(GDBusConnection *bus, const gchar *sender, co
 
 // MARK: - Writability
 
+// What the key's directory's lock list says of a key, with the lock held: LOCKED, WRITABLE, or 0 when the list
+// is not known (the directory not read, or a lock changed since).
+static gint listed_writability_locked(SettingsBusBackend *self, const gchar *key) {
+    gchar *directory = directory_of(key);
+    DirectoryWatch *watch = g_hash_table_lookup(self->directories, directory);
+    g_free(directory);
+    if (!watch || !watch->locks) return 0;
+    for (gchar **lock = watch->locks; *lock; lock++) {
+        gsize length = strlen(*lock);
+        gboolean holds = length > 0 && (*lock)[length - 1] == '/' ? g_str_has_prefix(key, *lock) : strcmp(key, *lock) == 0;
+        if (holds) return LOCKED;
+    }
+    return WRITABLE;
+}
+
 static gboolean settings_bus_backend_get_writable(GSettingsBackend *backend, const gchar *key) {
     SettingsBusBackend *self = SETTINGS_BUS_BACKEND(backend);
     if (!self->bus) return FALSE;
     g_mutex_lock(&self->lock);
     gint known = GPOINTER_TO_INT(g_hash_table_lookup(self->writability, key));
+    if (!known) known = listed_writability_locked(self, key);
     g_mutex_unlock(&self->lock);
     if (known) return known == WRITABLE;
     GError *error = NULL;
@@ -560,22 +596,26 @@ static void hand_to_writer(SettingsBusBackend *self, PendingWrite *write) {
     g_thread_pool_push(self->writer, write, NULL);
 }
 
+// Whether the key is known to be locked: by an earlier get_writable, or by its directory's lock list.
 static gboolean is_locked(SettingsBusBackend *self, const gchar *key) {
     g_mutex_lock(&self->lock);
-    gboolean locked = GPOINTER_TO_INT(g_hash_table_lookup(self->writability, key)) == LOCKED;
+    gint known = GPOINTER_TO_INT(g_hash_table_lookup(self->writability, key));
+    if (!known) known = listed_writability_locked(self, key);
     g_mutex_unlock(&self->lock);
-    return locked;
+    return known == LOCKED;
 }
 
 static gboolean settings_bus_backend_write(GSettingsBackend *backend, const gchar *key, GVariant *value,
                                            gpointer origin_tag) {
     SettingsBusBackend *self = SETTINGS_BUS_BACKEND(backend);
+    // Its directory is read first (a GSettings object has read it already): its lock list says whether the key
+    // is locked, even in a process that never asked.
+    if (self->bus) load_directory_of(self, key);
     if (!self->bus || is_locked(self, key)) {
         g_variant_ref_sink(value);
         g_variant_unref(value);
         return FALSE;
     }
-    load_directory_of(self, key);
     PendingWrite *write = pending_write_new();
     write->kind = WRITE_SET;
     write->key = g_strdup(key);
@@ -629,9 +669,10 @@ static gboolean settings_bus_backend_write_tree(GSettingsBackend *backend, GTree
     SettingsBusBackend *self = SETTINGS_BUS_BACKEND(backend);
     TreeWrite write = {self, NULL, NULL, NULL, FALSE};
     if (!self->bus) return FALSE;
+    // The directories first, with their lock lists (as for one write).
+    g_tree_foreach(tree, load_tree_key, self);
     g_tree_foreach(tree, check_tree_key, &write);
     if (write.locked) return FALSE;
-    g_tree_foreach(tree, load_tree_key, self);
     write.write = pending_write_new();
     write.write->kind = WRITE_APPLY;
     write.sets = g_variant_builder_new(G_VARIANT_TYPE("a{sv}"));
@@ -727,7 +768,7 @@ static void settings_bus_backend_init(SettingsBusBackend *self) {
     self->values = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify) g_variant_unref);
     self->confirmed = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, confirmed_free);
     self->in_flight = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-    self->directories = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    self->directories = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, directory_watch_free);
     self->writability = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     self->writer = g_thread_pool_new(run_write, self, 1, TRUE, NULL);
     self->context = g_main_context_new();

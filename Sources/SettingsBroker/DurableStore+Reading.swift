@@ -110,6 +110,11 @@ extension DurableStore {
     ///
     /// A subdirectory is passed over with one search, whatever it holds; read in pieces like ``readTree(_:)``.
     /// A key that has nothing but an administrator's default is listed too, as `ReadTree` reads it.
+    /// The administrator's locks that hold keys under `directory` (``AdministratorLayer/locks(under:)``).
+    func locks(under directory: SettingDirectory) -> [SettingLocation] {
+        committed.withLock { $0.administrator }.locks(under: directory)
+    }
+
     func list(_ directory: SettingDirectory) -> [String] {
         var names: [String] = []
         var administratorNames: Set<String> = []

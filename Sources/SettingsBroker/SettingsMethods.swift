@@ -40,6 +40,7 @@ struct SettingsMethods: Sendable {
             task(Settings1.DescribeRequest.self, describe),
             task(Settings1.StatusRequest.self, status),
             task(Settings1.HistoryRequest.self, history),
+            task(Settings1.LocksRequest.self, locks),
         ]
     }
 
@@ -68,6 +69,12 @@ struct SettingsMethods: Sendable {
         return try SettingsInterface.fitting(
             Settings1.ValuesReply(values: Settings1.ValueMap(values), serial: serial),
             "the values under \(request.directory)")
+    }
+
+    func locks(_: DBusMethodCall, _ request: Settings1.LocksRequest) throws -> Settings1.LocksReply {
+        try SettingsInterface.fitting(
+            Settings1.LocksReply(locks: store.locks(under: request.directory).map(\.rawValue)),
+            "the locks under \(request.directory)")
     }
 
     func list(_: DBusMethodCall, _ request: Settings1.ListRequest) throws -> Settings1.ListReply {

@@ -91,6 +91,17 @@ public struct AdministratorLayer: Sendable, Equatable {
         }
     }
 
+    /// The locks that hold keys under `directory`: the locked keys and directories inside it, and a locked
+    /// directory that holds it, sorted by their text.
+    public func locks(under directory: SettingDirectory) -> [SettingLocation] {
+        locks.keys.filter { location in
+            switch location {
+            case .key(let key): directory.contains(key)
+            case .directory(let locked): directory.contains(locked) || locked.contains(directory)
+            }
+        }.sorted { $0.rawValue.utf8.lexicographicallyPrecedes($1.rawValue.utf8) }
+    }
+
     /// The direct children of a directory that its defaults name, as `List` names them: key names, and
     /// subdirectory names ending in `/`.
     public func children(of directory: SettingDirectory) -> Set<String> {

@@ -316,13 +316,16 @@ struct GSettingsBackendTests {
             #expect(refused.stderr.contains("OutOfRange"), "\(refused.stderr)")
             #expect(try await Self.gsettings(["get", "org.example.Editor", "count"], environment) == "1")
 
-            // The administrator's lock: not writable, and a set changes nothing. A process that does not know the
-            // lock yet writes, and the broker's NotWritable undoes it; one that asked (is_writable) is refused at
-            // once: set returns false.
+            // The administrator's lock: not writable, and a set changes nothing. The module reads the lock list of
+            // a directory with it (Locks), so a new process that never asked is refused at once: gsettings says
+            // the key is not writable and exits 1, and nothing reaches the broker. One that asked (is_writable)
+            // is refused at once too: set returns false.
             #expect(try await Self.gsettings(["writable", "org.example.Editor", "greeting"], environment) == "false")
             let locked = try await TestProcess.run(
                 "/usr/bin/gsettings", ["set", "org.example.Editor", "greeting", "'mine'"], environment: environment)
-            #expect(locked.stderr.contains("NotWritable"), "\(locked.stderr)")
+            #expect(locked.status == 1, "\(locked.stderr)")
+            #expect(locked.stderr.contains("not writable"), "\(locked.stderr)")
+            #expect(!locked.stderr.contains("NotWritable"), "\(locked.stderr)")
             #expect(try await Self.gsettings(["get", "org.example.Editor", "greeting"], environment) == "'hello'")
             let asked = try await TestProcess.run(
                 "/usr/bin/python3", ["-c", Self.writeLocked], environment: environment)

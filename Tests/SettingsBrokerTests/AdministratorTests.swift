@@ -82,6 +82,34 @@ struct AdministratorTests {
         }
     }
 
+    /// `Locks(dir)` names the locks that hold keys under a directory: its locked keys and directories, and a
+    /// locked directory above it; the list follows the administrator's files.
+    @Test func locksOfADirectoryNameItsLockedKeysAndTheDirectoriesThatHoldIt() async throws {
+        let admin = try AdminFolder()
+        defer { admin.root.remove() }
+        try admin.write(
+            "/org/example/kiosk/wallpaper\n/org/example/kiosk/panel/\n/org/example/other/key\n/org/\n",
+            to: "locks.d/site")
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus, arguments: ["--admin-dir", admin.url.path])
+            let connection = try await bus.connect()
+            func locks(_ directory: String) async throws -> [DBusValue] {
+                try await connection.settings("Locks", [.string(directory)])
+            }
+            #expect(
+                try await locks("/org/example/kiosk/")
+                    == [.array(.string, ["/org/", "/org/example/kiosk/panel/", "/org/example/kiosk/wallpaper"].map(DBusValue.string))])
+            #expect(try await locks("/org/example/kiosk/panel/") == [.array(.string, ["/org/", "/org/example/kiosk/panel/"].map(DBusValue.string))])
+            #expect(try await locks("/net/") == [.array(.string, [])])
+            // A key is not a directory: InvalidKey.
+            #expect(
+                await Self.errorName { _ = try await locks("/org/example/kiosk") }
+                    == "io.github.settingsbus.Settings1.Error.InvalidKey")
+            await connection.close()
+            #expect(await broker.stop() == 0)
+        }
+    }
+
     @Test func layersResolveInOrderAndALockRefusesEveryWriterButKeepsTheUserValue() async throws {
         let admin = try AdminFolder()
         defer { admin.root.remove() }

@@ -169,3 +169,53 @@ extension Settings1 {
         public var body: [DBusValue] { [Settings1.strings(children)] }
     }
 }
+
+// MARK: - Locks
+
+extension Settings1 {
+    /// `Locks(s dir) → as locks` (since version 3): the administrator's locks that hold keys under a directory:
+    /// the locked keys and directories inside it, and a locked directory that holds it, as the lock files name
+    /// them (directories ending in `/`). A GSettings app's backend reads it with a directory, so that it
+    /// refuses a write of a locked key at once, before the broker would.
+    public struct LocksRequest: Request {
+        public typealias Reply = LocksReply
+        public static let method: MemberName = "Locks"
+        public static let arguments = [DBusArgument("dir", .string)]
+        public static var sinceVersion: UInt32 { 3 }
+
+        /// The directory whose keys' locks are asked for.
+        public var directory: SettingDirectory
+
+        /// Makes the request.
+        public init(directory: SettingDirectory) {
+            self.directory = directory
+        }
+
+        public init(_ body: [DBusValue]) throws(SettingsError) {
+            let reader = try BodyReader(body, Self.arguments, "Locks")
+            directory = try reader.directory(0)
+        }
+
+        public var body: [DBusValue] { [.string(directory.rawValue)] }
+    }
+
+    /// The reply of `Locks`: `as locks`, keys and directories (ending in `/`), sorted.
+    public struct LocksReply: MessageBody {
+        public static let arguments = [DBusArgument("locks", .array(.string))]
+
+        /// The locked keys and directories.
+        public var locks: [String]
+
+        /// Makes the reply.
+        public init(locks: [String]) {
+            self.locks = locks
+        }
+
+        public init(_ body: [DBusValue]) throws(SettingsError) {
+            let reader = try BodyReader(body, Self.arguments, "the reply of Locks")
+            locks = try reader.strings(0)
+        }
+
+        public var body: [DBusValue] { [Settings1.strings(locks)] }
+    }
+}
