@@ -3,6 +3,7 @@
 import DBus
 import Dispatch
 import Glibc
+import SettingsModel
 
 /// Follows folders with inotify, and calls a handler on its queue 100 ms after the last of a burst of events
 /// (a package manager writes many files at once): files written, moved in or out, made or removed, their
@@ -176,9 +177,7 @@ final class FolderWatch: Sendable {
             guard let directory = opendir(folder.path) else { continue }
             defer { closedir(directory) }
             while let entry = readdir(directory) {
-                let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                    String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-                }
+                let name = BoundedFile.entryName(UnsafeRawPointer(entry))
                 guard name != ".", name != "..", folder.names?.contains(name) ?? true else { continue }
                 var info = stat()
                 guard stat(folder.path + "/" + name, &info) == 0 else { continue }

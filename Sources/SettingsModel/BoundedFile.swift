@@ -258,11 +258,19 @@ package enum BoundedFile {
         defer { closedir(directory) }
         var names: [String] = []
         while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-            }
+            let name = entryName(UnsafeRawPointer(entry))
             if name != ".", name != ".." { names.append(name) }
         }
         return names.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+    }
+
+    /// The name of an entry `readdir` returned, read up to its NUL in place. Copying `d_name` (or the whole
+    /// `dirent`) would read 256 bytes, past the end of a short entry that ends the buffer `readdir` filled,
+    /// which can be the end of mapped memory.
+    /// `entry` is the `dirent` pointer.
+    package static func entryName(_ entry: UnsafeRawPointer) -> String {
+        let offset = MemoryLayout<dirent>.offset(of: \dirent.d_name)!
+        let name = entry.advanced(by: offset).assumingMemoryBound(to: CChar.self)
+        return String(decoding: UnsafeRawBufferPointer(start: name, count: strlen(name)), as: UTF8.self)
     }
 }
