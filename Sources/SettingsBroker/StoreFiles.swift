@@ -4,7 +4,7 @@ import Glibc
 
 /// The file operations the store needs to replace and keep files safely: what is at a path, moving a file
 /// (with its SQLite companions `-wal` and `-shm`) aside under a dated name, and making a rename durable.
-enum StoreFiles {
+package enum StoreFiles {
     /// What a path names.
     enum Kind: Equatable {
         /// Nothing: the path does not exist.
@@ -184,7 +184,7 @@ enum StoreFiles {
     }
 
     /// The directory part of a path (`/a/b` for `/a/b/c`, `/` for `/a`, `.` for a bare name).
-    static func directory(of path: String) -> String {
+    package static func directory(of path: String) -> String {
         var trimmed = Substring(path)
         while trimmed.count > 1, trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
         guard let slash = trimmed.lastIndex(of: "/") else { return "." }

@@ -430,9 +430,9 @@ struct SettingsBrokerCommand {
     /// the folder above it exists: the broker makes the store's own folder, never a missing home folder.
     static func defaultStorePathMakingConfigHome() -> String {
         let path = defaultStorePath()
-        let config = folder(of: folder(of: path))
+        let config = StoreFiles.directory(of: StoreFiles.directory(of: path))
         var info = stat()
-        if lstat(config, &info) != 0, stat(folder(of: config), &info) == 0 {
+        if lstat(config, &info) != 0, stat(StoreFiles.directory(of: config), &info) == 0 {
             mkdir(config, 0o700)
         }
         return path
@@ -448,13 +448,6 @@ struct SettingsBrokerCommand {
             config = (environment["HOME"] ?? homeFolderOfThisUser()) + "/.config"
         }
         return config + "/settingsbus/settings.db"
-    }
-
-    /// The folder that holds `path`: what comes before its last `/` (`/` for a path in the root).
-    static func folder(of path: String) -> String {
-        let trimmed = path.hasSuffix("/") && path.count > 1 ? String(path.dropLast()) : path
-        guard let slash = trimmed.lastIndex(of: "/") else { return "." }
-        return slash == trimmed.startIndex ? "/" : String(trimmed[..<slash])
     }
 
     /// The home folder of the user running the broker, from the password database (`/` when it has none).
