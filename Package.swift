@@ -126,6 +126,7 @@ let package = Package(
         .target(
             name: "SettingsBroker",
             dependencies: [
+                "CSandbox",
                 "CSQLite",
                 "DBus",
                 "SettingsModel",

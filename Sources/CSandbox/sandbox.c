@@ -85,3 +85,13 @@ int settingsbus_accept(int socket) {
     } while (descriptor < 0 && errno == EINTR);
     return descriptor < 0 ? -errno : descriptor;
 }
+
+int settingsbus_pidfd_open(int pid) {
+    long descriptor = syscall(SYS_pidfd_open, (pid_t)pid, 0);
+    return descriptor < 0 ? -errno : (int)descriptor;
+}
+
+int settingsbus_pidfd_alive(int pidfd) {
+    if (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) == 0) return 1;
+    return errno == ESRCH ? 0 : -errno;
+}

@@ -215,12 +215,27 @@ public final class BrokerService: Sendable {
                 })
         }
         touch()
+        // Every caller is identified, and a sandboxed app confined to its own keys and the shared ones (decision
+        // 0033); the sandboxed apps' name, on a connection of its own, sends each of them its changes alone.
+        let shared = SharedKeys(
+            administratorFile: configuration.administratorFolder.map { $0 + "/sandbox-shared" },
+            userFile: StoreFiles.directory(of: store.path) + "/sandbox-shared")
+        let confinement = Confinement(peers: PeerIdentities(), shared: shared)
+        let moreStatus: @Sendable () -> [String: DBusValue] = { [sync = configuration.sync] in
+            var fields = vendor.status().merging(administrator?.status() ?? [:]) { own, _ in own }
+                .merging(sync?.status() ?? [:]) { own, _ in own }
+            let problems = shared.problems
+            if !problems.isEmpty { fields["sandbox-shared-problems"] = .array(.string, problems.map { .string($0) }) }
+            return fields
+        }
         let interface = SettingsInterface.interface(
             writes: writes, secretReaders: configuration.secretReaders, activity: { [weak self] in self?.touch() },
-            moreStatus: { [sync = configuration.sync] in
-                vendor.status().merging(administrator?.status() ?? [:]) { own, _ in own }
-                    .merging(sync?.status() ?? [:]) { own, _ in own }
-            })
+            moreStatus: moreStatus, confinement: confinement)
+        let sandboxedConfinement = Confinement(peers: confinement.peers, shared: shared, unicastsChanges: true)
+        let sandboxedInterface = SettingsInterface.interface(
+            writes: writes, secretReaders: configuration.secretReaders, activity: { [weak self] in self?.touch() },
+            moreStatus: moreStatus, confinement: sandboxedConfinement)
+        let names = NameFollowing()
         let lost = Atomic<Bool>(false)
         let sync = configuration.sync
         let parts = BrokerParts(
@@ -236,13 +251,27 @@ public final class BrokerService: Sendable {
                 BrokerPart(
                     "bus name",
                     start: {
+                        try await names.follow(on: connection, peers: confinement.peers)
                         try await connection.export([interface], at: SettingsBusNames.objectPath)
                         guard try await connection.requestName(name, flags: [.doNotQueue]) == .primaryOwner else {
                             throw StartError(
                                 description: "\(name) is already owned: another settings-broker is running on this bus")
                         }
                     },
-                    stop: { if !lost.load(ordering: .relaxed) { _ = try? await connection.releaseName(name) } }),
+                    stop: {
+                        if !lost.load(ordering: .relaxed) { _ = try? await connection.releaseName(name) }
+                        names.end()
+                    }),
+                // After the main name: a sandboxed app that finds this name finds the broker serving. On a
+                // connection of its own, which never broadcasts (``SandboxedSignals``).
+                BrokerPart(
+                    "sandboxed apps' name",
+                    start: { [logger, configuration] in
+                        try await names.serveSandboxedApps(
+                            bus: configuration.bus, interface: sandboxedInterface, writes: writes,
+                            confinement: sandboxedConfinement, logger: logger)
+                    },
+                    stop: { await names.stopServingSandboxedApps(releasing: !lost.load(ordering: .relaxed)) }),
                 // After the name is taken: finding the backup's serial reads the whole backup file (a tenth of
                 // the start with 100,000 keys), and callers need not wait for it.
                 BrokerPart(
@@ -256,8 +285,8 @@ public final class BrokerService: Sendable {
                 // The writers first; then the store refuses writes and finishes the commits in flight, the
                 // backup catches up and the file is closed; the name goes last, so that a broker started by
                 // the next call finds the store free.
-                "GSettings schemas", "schema files", "administrator files", "sync", "writes", "backup", "store file",
-                "bus name",
+                "GSettings schemas", "schema files", "administrator files", "sync", "sandboxed apps' name", "writes",
+                "backup", "store file", "bus name",
             ])
         let started = try await parts.start()
         let (serial, keys, schemas) = (store.serial, store.userValueCount, store.schemaCount)
@@ -390,4 +419,66 @@ private func monotonicNanoseconds() -> Int64 {
 
 private enum BrokerClock {
     static let origin = ContinuousClock().now
+}
+
+/// The broker's following of the names on the bus (for ``PeerIdentities``) and its connection for sandboxed apps.
+private final class NameFollowing: Sendable {
+    private struct State {
+        var subscription: DBusSignalSubscription?
+        var sandboxed: DBusConnection?
+    }
+    private let state = Mutex(State())
+
+    /// Notes each unique name that appears on the bus and forgets each that leaves, on the connection's thread,
+    /// in order with the calls: a name's first call always finds its appearance noted.
+    func follow(on connection: DBusConnection, peers: PeerIdentities) async throws {
+        let rule = MatchRule(sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus", member: "NameOwnerChanged")
+        let subscription = try await connection.forwardSignals(matching: rule) { message in
+            guard message.body.count == 3, case .string(let name) = message.body[0],
+                case .string(let old) = message.body[1], case .string(let new) = message.body[2]
+            else { return }
+            if new.isEmpty {
+                peers.left(name)
+            } else if old.isEmpty {
+                peers.appeared(name)
+            }
+        }
+        state.withLock { $0.subscription = subscription }
+    }
+
+    func end() {
+        let subscription = state.withLock { state in
+            defer { state.subscription = nil }
+            return state.subscription
+        }
+        subscription?.end()
+    }
+
+    /// Takes the sandboxed apps' name on a connection of its own. A name another process holds is logged, and
+    /// the broker serves on without it.
+    func serveSandboxedApps(
+        bus: DBusConnection.Bus, interface: DBusInterface, writes: WritePath, confinement: Confinement,
+        logger: Logger
+    ) async throws {
+        let name = SettingsBusNames.sandboxedBusName
+        let connection = try await DBusConnection.connect(to: bus)
+        try await connection.export([interface], at: SettingsBusNames.objectPath)
+        guard try await connection.requestName(name, flags: [.doNotQueue]) == .primaryOwner else {
+            logger.error("\(name) is owned by another process: sandboxed apps cannot reach this broker by it")
+            await connection.close()
+            return
+        }
+        writes.sendToSandboxedApps(SandboxedSignals(connection: connection, confinement: confinement, logger: logger))
+        state.withLock { $0.sandboxed = connection }
+    }
+
+    func stopServingSandboxedApps(releasing: Bool) async {
+        let connection = state.withLock { state in
+            defer { state.sandboxed = nil }
+            return state.sandboxed
+        }
+        guard let connection else { return }
+        if releasing { _ = try? await connection.releaseName(SettingsBusNames.sandboxedBusName) }
+        await connection.close()
+    }
 }

@@ -26,9 +26,20 @@ public enum SettingsInterface {
         activity: @escaping @Sendable () -> Void = {},
         moreStatus: @escaping @Sendable () -> [String: DBusValue] = { [:] }
     ) -> DBusInterface {
+        interface(
+            writes: writes, secretReaders: secretReaders, activity: activity, moreStatus: moreStatus, confinement: nil)
+    }
+
+    /// Builds the interface, confining sandboxed callers when `confinement` is given: every call is then
+    /// dispatched knowing who makes it (``DBus/DBusInterface/identifiesCallers``).
+    static func interface(
+        writes: WritePath, secretReaders: SecretReaders, activity: @escaping @Sendable () -> Void,
+        moreStatus: @escaping @Sendable () -> [String: DBusValue], confinement: Confinement?
+    ) -> DBusInterface {
         let store = writes.store
         let methods = SettingsMethods(
-            store: store, writes: writes, secretReaders: secretReaders, activity: activity, moreStatus: moreStatus)
+            store: store, writes: writes, secretReaders: secretReaders, activity: activity, moreStatus: moreStatus,
+            confinement: confinement)
         return DBusInterface(
             name: SettingsBusNames.interface,
             methods: methods.table,
@@ -41,7 +52,8 @@ public enum SettingsInterface {
                     name: Settings1.Property.version.name, type: Settings1.Property.version.type,
                     changeSignal: .constant
                 ) { .uint32(version) },
-            ])
+            ],
+            identifiesCallers: confinement != nil)
     }
 
     /// The `Changed` signal for one commit.

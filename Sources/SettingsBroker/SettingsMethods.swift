@@ -15,6 +15,9 @@ struct SettingsMethods: Sendable {
     let secretReaders: SecretReaders
     let activity: @Sendable () -> Void
     let moreStatus: @Sendable () -> [String: DBusValue]
+    /// Who calls (``PeerIdentities``) and what sandboxed apps may read; nil for an interface that confines no
+    /// caller (tests of the methods alone).
+    let confinement: Confinement?
     /// Where writes that would hold up the connection's thread are prepared, in order (``WriteHandOff``).
     let handOff = WriteHandOff()
 
@@ -47,6 +50,7 @@ struct SettingsMethods: Sendable {
     // MARK: - Reads
 
     func get(_ call: DBusMethodCall, _ request: Settings1.GetRequest) throws -> Settings1.ValueReply {
+        try confine(call) { app, shared in app.reads(request.key, shared: shared) ? nil : "\(request.key)" }
         guard let value = try store.get(request.key, includingSecret: readsSecrets(call)) else {
             throw secretWithheld(call, [request.key])
         }
@@ -54,6 +58,9 @@ struct SettingsMethods: Sendable {
     }
 
     func getMany(_ call: DBusMethodCall, _ request: Settings1.GetManyRequest) throws -> Settings1.ValuesReply {
+        try confine(call) { app, shared in
+            request.keys.first { !app.reads($0, shared: shared) }.map { "\($0)" }
+        }
         let (values, serial, withheld) = store.getMany(request.keys, includingSecrets: readsSecrets(call))
         if !withheld.isEmpty { throw secretWithheld(call, withheld) }
         return try SettingsInterface.fitting(
@@ -64,6 +71,7 @@ struct SettingsMethods: Sendable {
     /// The values of secret keys are left out for a caller that may not read them (asked for its user only
     /// when the directory holds one).
     func readTree(_ call: DBusMethodCall, _ request: Settings1.ReadTreeRequest) throws -> Settings1.ValuesReply {
+        try confine(call, directory: request.directory)
         let (values, serial, withheld) = store.readTree(request.directory, includingSecrets: readsSecrets(call))
         if withheld, call.senderUnixUser == nil { throw DBusMethodCall.SenderUnixUserNeeded() }
         return try SettingsInterface.fitting(
@@ -71,14 +79,16 @@ struct SettingsMethods: Sendable {
             "the values under \(request.directory)")
     }
 
-    func locks(_: DBusMethodCall, _ request: Settings1.LocksRequest) throws -> Settings1.LocksReply {
-        try SettingsInterface.fitting(
+    func locks(_ call: DBusMethodCall, _ request: Settings1.LocksRequest) throws -> Settings1.LocksReply {
+        try confine(call, directory: request.directory)
+        return try SettingsInterface.fitting(
             Settings1.LocksReply(locks: store.locks(under: request.directory).map(\.rawValue)),
             "the locks under \(request.directory)")
     }
 
-    func list(_: DBusMethodCall, _ request: Settings1.ListRequest) throws -> Settings1.ListReply {
-        try SettingsInterface.fitting(
+    func list(_ call: DBusMethodCall, _ request: Settings1.ListRequest) throws -> Settings1.ListReply {
+        try confine(call, directory: request.directory)
+        return try SettingsInterface.fitting(
             Settings1.ListReply(children: store.list(request.directory)), "the children of \(request.directory)")
     }
 
@@ -86,21 +96,52 @@ struct SettingsMethods: Sendable {
     // (values, problem texts, lists of refusals), and a reply that still would not fit is refused with
     // TooLarge rather than sent, which would get the broker disconnected from the bus.
 
-    func describe(_: DBusMethodCall, _ request: Settings1.DescribeRequest) throws -> Settings1.DescribeReply {
-        try SettingsInterface.fitting(
+    func describe(_ call: DBusMethodCall, _ request: Settings1.DescribeRequest) throws -> Settings1.DescribeReply {
+        try confine(call) { app, shared in app.reads(request.key, shared: shared) ? nil : "\(request.key)" }
+        return try SettingsInterface.fitting(
             SchemaCoding.describe(try store.describe(request.key)), "the description of \(request.key)")
     }
 
-    func status(_: DBusMethodCall, _: Settings1.StatusRequest) throws -> Settings1.StatusReply {
-        try SettingsInterface.fitting(
+    func status(_ call: DBusMethodCall, _: Settings1.StatusRequest) throws -> Settings1.StatusReply {
+        if try app(call) != nil {
+            // A sandboxed app learns whether the broker serves, and nothing of the store, its files or other apps.
+            let fields = store.status().filter { Self.sandboxedStatusFields.contains($0.key) }
+            return Settings1.StatusReply(fields: fields)
+        }
+        return try SettingsInterface.fitting(
             Settings1.StatusReply(fields: store.status().merging(moreStatus()) { own, _ in own }),
             "the broker's status")
     }
 
     /// Read from the store file on a connection of its own; a writer whose process was found but not yet
     /// recorded there is named from memory.
-    func history(_: DBusMethodCall, _ request: Settings1.HistoryRequest) async throws -> Settings1.HistoryReply {
+    func history(_ call: DBusMethodCall, _ request: Settings1.HistoryRequest) async throws -> Settings1.HistoryReply {
+        let app = try app(call)
+        if let app, let shared = confinement?.shared.list {
+            let allowed: Bool
+            switch request.location {
+            case .key(let key): allowed = app.reads(key, shared: shared)
+            case .directory(let directory): allowed = app.reads(directory, shared: shared)
+            }
+            guard allowed else { throw app.refusal("the history of \(request.location)") }
+        }
         var commits = try await store.history(request)
+        if let app, let shared = confinement?.shared.list {
+            // A commit of several apps' keys shows only what this app may read, and nothing of who wrote it.
+            commits = commits.compactMap { commit in
+                var commit = commit
+                commit.changes = commit.changes.filter { change in
+                    (try? SettingPath(change.key)).map { app.reads($0, shared: shared) } ?? false
+                }
+                guard !commit.changes.isEmpty else { return nil }
+                if !(commit.changes.allSatisfy { (try? SettingPath($0.key)).map(app.writes) ?? false }) {
+                    commit.writer = ""
+                    commit.process = ""
+                    commit.pid = 0
+                }
+                return commit
+            }
+        }
         if let writers = writes.writers {
             for index in commits.indices where commits[index].process.isEmpty {
                 if let process = writers.known(commits[index].writer) {
@@ -115,7 +156,8 @@ struct SettingsMethods: Sendable {
     // MARK: - Writes
 
     func set(_ call: DBusMethodCall, _ request: Settings1.SetRequest) throws(SettingsError) -> Changeset {
-        Changeset(sets: [(request.key, request.value)], origin: SettingsInterface.origin(call))
+        try confine(call) { app, _ in app.writes(request.key) ? nil : "\(request.key)" }
+        return Changeset(sets: [(request.key, request.value)], origin: SettingsInterface.origin(call))
     }
 
     /// A text too long to be a value is refused by its size before it is parsed.
@@ -123,6 +165,7 @@ struct SettingsMethods: Sendable {
         -> Changeset
     {
         let key = request.key
+        try confine(call) { app, _ in app.writes(key) ? nil : "\(key)" }
         let size = request.text.utf8.count
         guard size <= SettingsInterface.maximumTextSize else {
             throw .tooLarge(
@@ -140,6 +183,10 @@ struct SettingsMethods: Sendable {
     }
 
     func apply(_ call: DBusMethodCall, _ request: Settings1.ApplyRequest) throws(SettingsError) -> Changeset {
+        try confine(call) { app, _ in
+            if let key = request.sets.first(where: { !app.writes($0.0) })?.0 { return "\(key) (in an Apply)" }
+            return request.resets.first { !app.writes($0) }.map { "\($0) (in an Apply)" }
+        }
         var changeset = Changeset(origin: SettingsInterface.origin(call))
         changeset.sets = request.sets
         changeset.resets = request.resets
@@ -148,11 +195,13 @@ struct SettingsMethods: Sendable {
     }
 
     func reset(_ call: DBusMethodCall, _ request: Settings1.ResetRequest) throws(SettingsError) -> Changeset {
-        Changeset(resets: [request.location], origin: SettingsInterface.origin(call))
+        try confine(call) { app, _ in app.writes(request.location) ? nil : "\(request.location)" }
+        return Changeset(resets: [request.location], origin: SettingsInterface.origin(call))
     }
 
     func register(_ call: DBusMethodCall, _ request: Settings1.RegisterRequest) throws(SettingsError) -> Changeset {
         let schema = request.schema
+        try confine(call) { app, _ in app.writes(request.key) ? nil : "registering \(request.key)" }
         try schema.validate(for: request.key)
         var changeset = Changeset(registrations: [(request.key, schema)], origin: SettingsInterface.origin(call))
         changeset.replacing = request.options.replace
@@ -160,10 +209,46 @@ struct SettingsMethods: Sendable {
     }
 
     func unregister(_ call: DBusMethodCall, _ request: Settings1.UnregisterRequest) throws(SettingsError) -> Changeset {
+        try confine(call) { app, _ in app.writes(request.key) ? nil : "unregistering \(request.key)" }
         var changeset = Changeset(
             resets: request.removeValue ? [.key(request.key)] : [], origin: SettingsInterface.origin(call))
         changeset.unregistrations = [request.key]
         return changeset
+    }
+
+    // MARK: - Sandboxed apps
+
+    /// The `Status` fields a sandboxed app gets.
+    static let sandboxedStatusFields: Set<String> = ["health", "writable"]
+
+    /// The confinement of the caller: nil for the host (or an interface that confines no one), the app's for a
+    /// sandboxed app (which then, on the sandboxed apps' name, gets the changes it may read one by one).
+    ///
+    /// - Throws: `AccessDenied` for a caller that looks sandboxed but could not be identified.
+    func app(_ call: DBusMethodCall) throws(SettingsError) -> AppConfinement? {
+        guard let confinement, let sender = call.sender?.rawValue else { return nil }
+        switch confinement.peers.identity(of: sender, pid: call.senderCredentials?.processID) {
+        case .host:
+            return nil
+        case .app(let app):
+            if confinement.unicastsChanges { confinement.peers.listen(sender, as: app) }
+            return app
+        case .unproved(let why):
+            throw .accessDenied("the caller cannot be identified, so it is refused: \(why)")
+        }
+    }
+
+    /// Refuses a sandboxed app what `refused` names (a text naming what it may not reach, nil when it may).
+    func confine(
+        _ call: DBusMethodCall, _ refused: (AppConfinement, SharedKeys.List) -> String?
+    ) throws(SettingsError) {
+        guard let app = try app(call), let confinement else { return }
+        if let what = refused(app, confinement.shared.list) { throw app.refusal(what) }
+    }
+
+    /// Refuses a sandboxed app a directory it may not read as a whole.
+    func confine(_ call: DBusMethodCall, directory: SettingDirectory) throws(SettingsError) {
+        try confine(call) { app, shared in app.reads(directory, shared: shared) ? nil : "\(directory)" }
     }
 
     // MARK: - Secret values

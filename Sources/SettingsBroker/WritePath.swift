@@ -22,6 +22,7 @@ import DBus
 import Dispatch
 import Logging
 import SettingsModel
+import Synchronization
 
 /// Who waits for a staged changeset's answer. The store keeps it beside the changeset and returns it with the
 /// answer; only ``WritePath`` acts on it.
@@ -43,6 +44,9 @@ public final class WritePath: Sendable {
     private let logger: Logger
     /// The process behind each writer's name, for the history; nil when the store keeps no history.
     let writers: WriterProcesses?
+    /// Where each commit is also sent, cut to what each sandboxed app may read; nil until the sandboxed apps'
+    /// name is served.
+    private let sandboxed = Mutex<SandboxedSignals?>(nil)
     /// Runs the commits that no placement took, one at a time.
     private let commitQueue = DispatchQueue(label: "settings-store-commit")
 
@@ -100,6 +104,11 @@ public final class WritePath: Sendable {
         })
     }
 
+    /// Sends each commit's signals to sandboxed apps too, from now on.
+    func sendToSandboxedApps(_ signals: SandboxedSignals?) {
+        sandboxed.withLock { $0 = signals }
+    }
+
     // MARK: - Committing
 
     /// Commits what has accumulated, batch after batch, until nothing is left. Commit queue only.
@@ -129,6 +138,7 @@ public final class WritePath: Sendable {
     /// Answers a commit's writers, then announces what it changed, in serial order.
     private func send(_ outcome: DurableStore.CommitOutcome) {
         for (waiter, result) in outcome.answers { answer(waiter, result) }
+        let sandboxed = sandboxed.withLock { $0 }
         for change in outcome.changes {
             if change.changesValues {
                 emit(SettingsInterface.changedSignal(change), "Changed", serial: change.serial)
@@ -136,6 +146,7 @@ public final class WritePath: Sendable {
             if let signal = SettingsInterface.descriptionChangedSignal(change) {
                 emit(signal, "DescriptionChanged", serial: change.serial)
             }
+            sandboxed?.send(change)
         }
     }
 

@@ -19,6 +19,14 @@ public enum SettingsBusNames {
     /// The well-known bus name the broker owns: `io.github.settingsbus.Settings1`.
     public static let busName: BusName = "io.github.settingsbus.Settings1"
 
+    /// The name the broker owns for sandboxed apps, on a connection of its own:
+    /// `io.github.settingsbus.SandboxedSettings1`. It serves the same object and interface as ``busName``, and
+    /// never broadcasts: a sandboxed caller gets the changes it may read as signals sent to it alone. A sandbox
+    /// is given this name to talk to (Flatpak's `--talk-name=io.github.settingsbus.SandboxedSettings1`), so
+    /// that through `xdg-dbus-proxy` it sees no other app's `Changed` broadcast. Every caller of either name
+    /// is identified and a sandboxed app confined to its own keys (decision 0033).
+    public static let sandboxedBusName: BusName = "io.github.settingsbus.SandboxedSettings1"
+
     /// The path of the broker's one object: `/io/github/settingsbus/Settings1`.
     public static let objectPath: ObjectPath = "/io/github/settingsbus/Settings1"
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Landlock for the sync process (settings-sync): the system calls Swift cannot make (syscall is variadic).
+// Landlock for the sync process (settings-sync), and the process descriptors the broker proves a caller with:
+// the system calls Swift cannot make (syscall is variadic).
 #ifndef SETTINGSBUS_SANDBOX_H
 #define SETTINGSBUS_SANDBOX_H
 
@@ -18,5 +19,13 @@ int settingsbus_landlock_restrict(const char *const *paths, int path_count, cons
 
 /// Accepts a connection on a listening socket, close-on-exec (accept4). Returns the descriptor, or -errno.
 int settingsbus_accept(int socket);
+
+/// A process descriptor for `pid` (pidfd_open), close-on-exec: it names that process even after the pid is
+/// reused. Returns the descriptor, or -errno (-ESRCH when the process is gone).
+int settingsbus_pidfd_open(int pid);
+
+/// Whether the process a pidfd names is still running (pidfd_send_signal with signal 0): 1 when it is, 0 when it
+/// has ended (its pid may then name another process), -errno when it cannot be told.
+int settingsbus_pidfd_alive(int pidfd);
 
 #endif

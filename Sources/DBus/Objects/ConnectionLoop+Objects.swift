@@ -32,6 +32,7 @@ extension ConnectionLoop {
             return dispatchProperties(message, object: object, path: path)
         }
         let method: DBusMethod
+        let identifying: Bool
         if let name = message.interface {
             guard let interface = object.interface(name) else {
                 return replyError(message, .unknownInterface, "object \(path) has no interface \(name)")
@@ -40,11 +41,18 @@ extension ConnectionLoop {
                 return replyError(message, .unknownMethod, "interface \(name) has no method \(member)")
             }
             method = found
+            identifying = interface.identifiesCallers
         } else {
-            guard let found = object.interfaces.lazy.flatMap(\.methods).first(where: { $0.name == member }) else {
+            guard let interface = object.interfaces.first(where: { $0.methods.contains { $0.name == member } }),
+                let found = interface.methods.first(where: { $0.name == member })
+            else {
                 return replyError(message, .unknownMethod, "object \(path) has no method \(member)")
             }
             method = found
+            identifying = interface.identifiesCallers
+        }
+        if identifying, isBusConnection, let sender = message.sender?.rawValue, senderUsers.users[sender] == nil {
+            return holdUntilIdentified(message, sender: sender)
         }
         guard Self.types(of: message.body, match: method.inputs) else {
             let expected = Signature(types: method.inputs.map(\.type))
@@ -53,7 +61,7 @@ extension ConnectionLoop {
                 "\(method.name) takes arguments of type '\(expected)', but the call carried '\(message.signature)'")
         }
         let outputs = method.outputs
-        let call = DBusMethodCall(message: message)
+        let call = DBusMethodCall(message: message, sender: message.sender.flatMap { senderUsers.users[$0.rawValue] })
         if let immediate = method.immediateHandler {
             let reply: DBusMessage
             do {
@@ -85,9 +93,9 @@ extension ConnectionLoop {
             do {
                 values = try await handler(call)
             } catch is DBusMethodCall.SenderUnixUserNeeded {
-                let user = try await senderUnixUser(of: message)
+                let credentials = try await senderCredentials(of: message)
                 values = try await Self.again(message) {
-                    try await handler(DBusMethodCall(message: message, senderUnixUser: user))
+                    try await handler(DBusMethodCall(message: message, sender: credentials))
                 }
             }
             try Self.check(values, of: message, against: outputs)
@@ -101,12 +109,12 @@ extension ConnectionLoop {
         _ message: DBusMessage, outputs: [DBusArgument],
         _ immediate: @escaping @Sendable (DBusMethodCall) throws -> [DBusValue]
     ) {
-        senderUnixUser(of: message) { [self] result in
+        senderCredentials(of: message) { [self] result in
             let reply: DBusMessage
             switch result {
-            case .success(let user):
+            case .success(let credentials):
                 reply = Self.reply(to: message, outputs: outputs) {
-                    try Self.again(message) { try immediate(DBusMethodCall(message: message, senderUnixUser: user)) }
+                    try Self.again(message) { try immediate(DBusMethodCall(message: message, sender: credentials)) }
                 }
             case .failure(let error):
                 reply = Self.errorReply(to: message, error)
@@ -115,10 +123,37 @@ extension ConnectionLoop {
         }
     }
 
-    /// The caller's user, found out on the loop thread without blocking it (see ``senderUnixUser(of:done:)``).
-    private func senderUnixUser(of message: DBusMessage) async throws(DBusError) -> UInt32 {
-        let result: Result<UInt32, DBusError> = await handOff { deliver in
-            let accepted = enqueue { loop in loop.senderUnixUser(of: message) { deliver($0) } }
+    /// Holds a call to an interface that identifies its callers until the sender's credentials are known, then
+    /// dispatches it, after the sender's calls held before it; a sender whose credentials cannot be found is
+    /// answered with why. Other senders' calls go on meanwhile. Loop thread only.
+    private func holdUntilIdentified(_ message: DBusMessage, sender: String) {
+        if senderUsers.held[sender] != nil {
+            senderUsers.held[sender]!.append(message)
+            return
+        }
+        senderUsers.held[sender] = [message]
+        senderCredentials(of: message) { [self] result in
+            let held = senderUsers.held.removeValue(forKey: sender) ?? []
+            for message in held {
+                switch result {
+                case .success(let credentials):
+                    // Known now (or, were the cache full and emptied, dispatched with what was found).
+                    if senderUsers.users[sender] == nil { senderUsers.remember(credentials, of: sender) }
+                    dispatchMethodCall(message)
+                case .failure(let error):
+                    if !message.noReplyExpected {
+                        send(Self.errorReply(to: message, DBusError(error.name, "the caller could not be identified: \(error.message)")))
+                    }
+                }
+            }
+        }
+    }
+
+    /// The caller's credentials, found out on the loop thread without blocking it (see
+    /// ``senderCredentials(of:done:)``).
+    private func senderCredentials(of message: DBusMessage) async throws(DBusError) -> DBusCredentials {
+        let result: Result<DBusCredentials, DBusError> = await handOff { deliver in
+            let accepted = enqueue { loop in loop.senderCredentials(of: message) { deliver($0) } }
             if !accepted { deliver(.failure(ConnectionLoop.closedError)) }
         }
         return try result.get()

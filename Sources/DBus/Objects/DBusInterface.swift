@@ -20,15 +20,22 @@ public struct DBusInterface: Sendable {
     public var signals: [DBusSignal]
     /// The properties, served through `org.freedesktop.DBus.Properties`.
     public var properties: [DBusProperty]
+    /// Whether every method call is dispatched knowing its caller (``DBusMethodCall/senderCredentials``): the
+    /// first call of a unique name waits for one `GetConnectionCredentials` round trip to the bus daemon, and
+    /// that name's later calls wait behind it, in order; other callers' calls go on meanwhile. For a service
+    /// that decides by who calls, on every call.
+    public var identifiesCallers: Bool
 
     /// Makes an interface.
     public init(
-        name: InterfaceName, methods: [DBusMethod] = [], signals: [DBusSignal] = [], properties: [DBusProperty] = []
+        name: InterfaceName, methods: [DBusMethod] = [], signals: [DBusSignal] = [], properties: [DBusProperty] = [],
+        identifiesCallers: Bool = false
     ) {
         self.name = name
         self.methods = methods
         self.signals = signals
         self.properties = properties
+        self.identifiesCallers = identifiesCallers
     }
 }
 
@@ -163,14 +170,17 @@ public struct DBusMethodCall: Sendable {
     public var arguments: [DBusValue] { message.body }
     /// The unique bus name of the caller, if the connection is to a bus.
     public var sender: BusName? { message.sender }
-    /// The Unix user id of the caller, once the connection has found it out: nil when the handler runs for
-    /// the first time, set when it runs again after throwing ``SenderUnixUserNeeded``.
-    public internal(set) var senderUnixUser: UInt32?
+    /// The caller's credentials, once the connection has found them out: known at once for a caller looked up
+    /// before and for every call of an interface that ``DBusInterface/identifiesCallers``; else nil when the
+    /// handler runs for the first time, set when it runs again after throwing ``SenderUnixUserNeeded``.
+    public internal(set) var senderCredentials: DBusCredentials?
+    /// The Unix user id of the caller, once known (see ``senderCredentials``).
+    public var senderUnixUser: UInt32? { senderCredentials?.user }
 
     /// Makes the call a handler sees for a received message.
-    init(message: DBusMessage, senderUnixUser: UInt32? = nil) {
+    init(message: DBusMessage, sender credentials: DBusCredentials? = nil) {
         self.message = message
-        self.senderUnixUser = senderUnixUser
+        self.senderCredentials = credentials
     }
 
     /// Thrown by the handler of an immediate or an async method that must know who calls before it answers
