@@ -1,0 +1,309 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import DBus
+import Foundation
+import Glibc
+import SettingsBusTesting
+import SettingsModel
+import Testing
+
+/// Sandboxed apps, in sandboxes that Debian's `bubblewrap` builds the way Flatpak does (a pid namespace, a root of
+/// their own, a private `/.flatpak-info`), reaching the real broker on a private bus through `xdg-dbus-proxy` run
+/// inside the sandbox, or through the bus socket itself. The app inside is `Tests/Peers/sandboxed_app.py`.
+///
+/// The tests run one at a time: the pid-reuse test sets the kernel's next pid, which another of them starting
+/// processes would take.
+@Suite(.serialized, .timeLimit(.minutes(3)))
+struct SandboxedAppTests {
+    static let sandboxedName = SettingsBusNames.sandboxedBusName.rawValue
+    static let mainName = SettingsBusNames.busName.rawValue
+
+    /// What the sandbox's `/.flatpak-info` is.
+    enum Info {
+        case application(String)
+        case runtime(String)
+        case missing
+        /// A symbolic link to a valid `[Application]` file.
+        case symbolicLink(String)
+    }
+
+    /// An app running in a sandbox, answering commands (`sandboxed_app.py`).
+    struct SandboxedApp {
+        let process: RunningProcess
+        let folder: URL
+
+        /// Runs a command and returns its answer.
+        func run(_ command: [String: Any]) async throws -> [String: Any] {
+            let data = try JSONSerialization.data(withJSONObject: command)
+            process.write(String(decoding: data, as: UTF8.self) + "\n")
+            guard let line = try await process.nextLine(timeLimit: .seconds(60)) else {
+                throw SandboxFailure(description: "the sandboxed app ended: \(await process.standardError())")
+            }
+            return try #require(JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        }
+
+        /// Calls a method of the settings interface on `name`.
+        func call(_ method: String, _ signature: String = "", _ arguments: String = "()", on name: String = sandboxedName)
+            async throws -> [String: Any]
+        {
+            try await run(["op": "call", "name": name, "method": method, "signature": signature, "args": arguments])
+        }
+
+        func stop() async {
+            process.closeInput()
+            _ = await process.waitForExit()
+            try? FileManager.default.removeItem(at: folder)
+        }
+    }
+
+    /// Starts `sandboxed_app.py` in a bubblewrap sandbox with its own pid namespace and root, the test bus's
+    /// folder bound in, and `/.flatpak-info` as `info` says.
+    static func sandbox(_ bus: TestBus, info: Info) throws -> SandboxedApp {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("settingsbus-sandbox-\(UUID())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let infoFile = folder.appendingPathComponent("flatpak-info")
+        var arguments = [
+            "--unshare-pid", "--die-with-parent", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+            "--tmpfs", "/run", "--dir", "/run/sandbox",
+            "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc",
+            "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin",
+            "--symlink", "usr/sbin", "/sbin",
+            "--bind", bus.directory.path, bus.directory.path,
+            "--ro-bind", Peers.script("sandboxed_app.py"), "/app/sandboxed_app.py",
+        ]
+        switch info {
+        case .application(let id):
+            try "[Application]\nname=\(id)\nruntime=runtime/org.example.Platform/x86_64/1\n\n[Instance]\ninstance-id=1\n"
+                .write(to: infoFile, atomically: true, encoding: .utf8)
+            arguments += ["--ro-bind", infoFile.path, "/.flatpak-info"]
+        case .runtime(let id):
+            try "[Runtime]\nname=\(id)\nruntime=runtime/\(id)/x86_64/1\n".write(
+                to: infoFile, atomically: true, encoding: .utf8)
+            arguments += ["--ro-bind", infoFile.path, "/.flatpak-info"]
+        case .missing:
+            break
+        case .symbolicLink(let id):
+            try "[Application]\nname=\(id)\n".write(to: infoFile, atomically: true, encoding: .utf8)
+            arguments += ["--ro-bind", infoFile.path, "/run/info", "--symlink", "/run/info", "/.flatpak-info"]
+        }
+        arguments += ["/usr/bin/python3", "-u", "/app/sandboxed_app.py"]
+        let process = try RunningProcess.start("/usr/bin/bwrap", arguments)
+        return SandboxedApp(process: process, folder: folder)
+    }
+
+    static func errorName(_ answer: [String: Any]) -> String? {
+        (answer["error"] as? String).map { $0.replacingOccurrences(of: SettingsBusNames.errorPrefix, with: "") }
+    }
+
+    /// The host's writes the tests start from: the app's own key, another app's, and a shared one.
+    static func seed(_ bus: TestBus) async throws {
+        let connection = try await bus.connect()
+        for (key, value) in [
+            ("/org/example/Editor/font-size", DBusValue.int32(12)),
+            ("/org/other/Mail/password-hint", .string("the other app's")),
+            ("/org/freedesktop/appearance/color-scheme", .uint32(1)),
+        ] {
+            _ = try await connection.settings("Set", [.string(key), .variant(value)])
+        }
+        await connection.close()
+    }
+
+    @Test func anAppThroughAProxyInItsSandboxReachesOnlyItsOwnKeysAndTheSharedOnes() async throws {
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus)
+            try await Self.seed(bus)
+            let app = try Self.sandbox(bus, info: .application("org.example.Editor"))
+            let proxied = try await app.run(["op": "proxy", "address": bus.address, "talk": [Self.sandboxedName]])
+            #expect(proxied["ok"] != nil, "\(proxied)")
+
+            // Its own subtree: read, written, registered, reset.
+            #expect(try await app.call("Get", "s", "('/org/example/Editor/font-size',)")["ok"] != nil)
+            #expect(
+                try await app.call("Set", "sv", "('/org/example/Editor/font-size', dbus.Int32(14, variant_level=1))")[
+                    "ok"] != nil)
+            #expect(try await app.call("ReadTree", "s", "('/org/example/Editor/',)")["ok"] != nil)
+            #expect(try await app.call("List", "s", "('/org/example/',)").keys.contains("error"))
+            // The shared keys: read, not written.
+            #expect(try await app.call("Get", "s", "('/org/freedesktop/appearance/color-scheme',)")["ok"] != nil)
+            #expect(try await app.call("ReadTree", "s", "('/org/freedesktop/appearance/',)")["ok"] != nil)
+            let sharedWrite = try await app.call(
+                "Set", "sv", "('/org/freedesktop/appearance/color-scheme', dbus.UInt32(2, variant_level=1))")
+            #expect(Self.errorName(sharedWrite) == "AccessDenied", "\(sharedWrite)")
+
+            // Everything else is refused by name.
+            for (method, signature, arguments) in [
+                ("Get", "s", "('/org/other/Mail/password-hint',)"),
+                ("GetMany", "as", "(['/org/example/Editor/font-size', '/org/other/Mail/password-hint'],)"),
+                ("ReadTree", "s", "('/',)"),
+                ("List", "s", "('/',)"),
+                ("Locks", "s", "('/org/',)"),
+                ("Describe", "s", "('/org/other/Mail/password-hint',)"),
+                ("History", "stxu", "('/', 0, 0, 0)"),
+                ("Set", "sv", "('/org/other/Mail/password-hint', dbus.String('mine', variant_level=1))"),
+                ("Reset", "s", "('/org/other/',)"),
+                (
+                    "Apply", "a{sv}asa{sv}",
+                    "({'/org/example/Editor/font-size': dbus.Int32(20, variant_level=1), '/org/other/Mail/x': dbus.Int32(1, variant_level=1)}, [], {})"
+                ),
+            ] {
+                let answer = try await app.call(method, signature, arguments)
+                #expect(Self.errorName(answer) == "AccessDenied", "\(method): \(answer)")
+                let message = answer["message"] as? String ?? ""
+                #expect(message.contains("org.example.Editor"), "\(method): \(message)")
+            }
+            // The refused Apply wrote nothing, not even the key it may write.
+            let host = try await bus.connect()
+            let size = try await host.settings("Get", [.string("/org/example/Editor/font-size")])
+            #expect(size == [.variant(.int32(14))])
+            // Status says only whether the broker serves.
+            let status = try await app.call("Status")
+            let fields = try #require(status["ok"] as? [String: Any], "\(status)")
+            #expect(Set(fields.keys).isSubset(of: ["health", "writable"]), "\(fields.keys)")
+            // Through the proxy, the main name is not there at all.
+            #expect(try await app.call("Get", "s", "('/org/example/Editor/font-size',)", on: Self.mainName)["error"] != nil)
+
+            await host.close()
+            await app.stop()
+            _ = await broker.stop()
+        }
+    }
+
+    @Test func throughAProxyAnAppGetsItsOwnChangesAndNoOtherAppsBroadcast() async throws {
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus)
+            try await Self.seed(bus)
+            let app = try Self.sandbox(bus, info: .application("org.example.Editor"))
+            _ = try await app.run(["op": "proxy", "address": bus.address, "talk": [Self.sandboxedName]])
+            #expect(try await app.run(["op": "watch"])["ok"] != nil)
+            // Its first call makes it known to the broker as a sandboxed caller of its name.
+            #expect(try await app.call("Get", "s", "('/org/example/Editor/font-size',)")["ok"] != nil)
+
+            // When: the host changes another app's key, a shared key, then the app's own key.
+            let host = try await bus.connect()
+            _ = try await host.settings("Set", [.string("/org/other/Mail/password-hint"), .variant(.string("changed"))])
+            _ = try await host.settings("Set", [.string("/org/freedesktop/appearance/color-scheme"), .variant(.uint32(2))])
+            _ = try await host.settings("Set", [.string("/org/example/Editor/font-size"), .variant(.int32(16))])
+            let waited = try await app.run(["op": "wait", "key": "/org/example/Editor/font-size", "seconds": 30])
+            #expect(waited["seen"] as? Bool == true, "\(waited)")
+            // Then: it got its own change and the shared one, each sent to it alone, and nothing of the other app.
+            let signals = try #require(waited["signals"] as? [[String: Any]])
+            let text = "\(signals)"
+            #expect(!text.contains("/org/other"), "\(text)")
+            #expect(text.contains("/org/freedesktop/appearance/color-scheme"), "\(text)")
+            for signal in signals where signal["member"] as? String == "Changed" {
+                #expect(signal["destination"] as? String != nil, "a broadcast reached the sandbox: \(signal)")
+            }
+
+            await host.close()
+            await app.stop()
+            _ = await broker.stop()
+        }
+    }
+
+    @Test func aSandboxGivenTheBusSocketIsStillConfinedOnTheMainName() async throws {
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus)
+            try await Self.seed(bus)
+            let app = try Self.sandbox(bus, info: .application("org.example.Editor"))
+            _ = try await app.run(["op": "connect", "address": bus.address])
+            let own = try await app.call("Get", "s", "('/org/example/Editor/font-size',)", on: Self.mainName)
+            #expect(own["ok"] != nil, "\(own)")
+            let other = try await app.call("Get", "s", "('/org/other/Mail/password-hint',)", on: Self.mainName)
+            #expect(Self.errorName(other) == "AccessDenied", "\(other)")
+            await app.stop()
+            _ = await broker.stop()
+        }
+    }
+
+    @Test(arguments: [
+        (Info.missing, "/.flatpak-info cannot be opened"),
+        (Info.symbolicLink("org.example.Editor"), "symbolic link"),
+        (Info.runtime("org.example.Platform"), "runtime"),
+    ])
+    func aSandboxThatCannotProveItsAppIsRefusedEverything(info: Info, reason: String) async throws {
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus)
+            try await Self.seed(bus)
+            // Through a proxy in the sandbox, and with the bus socket itself.
+            for how in ["proxy", "connect"] {
+                let app = try Self.sandbox(bus, info: info)
+                _ = try await app.run(["op": how, "address": bus.address, "talk": [Self.sandboxedName]])
+                for key in ["/org/example/Editor/font-size", "/org/freedesktop/appearance/color-scheme"] {
+                    let answer = try await app.call("Get", "s", "('\(key)',)")
+                    #expect(Self.errorName(answer) == "AccessDenied", "\(how) \(info): \(answer)")
+                    let message = answer["message"] as? String ?? ""
+                    #expect(message.contains("cannot be identified") && message.contains(reason), "\(message)")
+                }
+                await app.stop()
+            }
+            _ = await broker.stop()
+        }
+    }
+
+    /// A client connects from the sandbox, forks a child that keeps the connection, and exits; the test gives its
+    /// pid to a new process on the host (`ns_last_pid`). Whether or not it called before, the child is refused
+    /// what the app may not reach: its identity was proved at its first call, or the process now behind the pid
+    /// started after the connection appeared.
+    @Test(arguments: [true, false])
+    func aConnectionWhosePidIsReusedByAHostProcessGainsNothing(calledFirst: Bool) async throws {
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus)
+            try await Self.seed(bus)
+            let app = try Self.sandbox(bus, info: .application("org.example.Editor"))
+            let report = try await app.run([
+                "op": "spawn-holder", "address": bus.address, "call": calledFirst, "name": Self.mainName,
+                "key": "/org/example/Editor/font-size",
+            ])
+            // The pid the bus daemon knows the connection by: the process that made it and has now ended.
+            let holder = try #require(report["name"] as? String, "\(report)")
+            let host = try await bus.connect()
+            let pidReply = try await host.call(
+                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+                member: "GetConnectionUnixProcessID", arguments: [.string(holder)])
+            await host.close()
+            guard case .uint32(let busPid)? = pidReply.first else { throw SandboxFailure(description: "\(pidReply)") }
+            let pid = Int(busPid)
+            // The clock moves on past the tick the connection appeared in, as any reuse in practice does.
+            let start = Self.bootTicks()
+            while Self.bootTicks() < start + 2 {}
+            let reuser = try Self.processWithPid(pid)
+            defer { reuser.signal(SIGKILL) }
+
+            let other = try await app.run([
+                "op": "holder-call", "name": Self.mainName, "method": "Get", "signature": "s",
+                "args": "('/org/other/Mail/password-hint',)",
+            ])
+            #expect(Self.errorName(other) == "AccessDenied", "\(other)")
+            if !calledFirst {
+                #expect((other["message"] as? String ?? "").contains("reused"), "\(other)")
+            }
+            await app.stop()
+            _ = await broker.stop()
+        }
+    }
+
+    /// Clock ticks since boot, the unit of a process's start time in `/proc/PID/stat`.
+    static func bootTicks() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_BOOTTIME, &now)
+        let hertz = UInt64(sysconf(Int32(_SC_CLK_TCK)))
+        return UInt64(now.tv_sec) * hertz + UInt64(now.tv_nsec) * hertz / 1_000_000_000
+    }
+
+    /// A host process that gets `pid`, from the kernel's next pid (`/proc/sys/kernel/ns_last_pid`, root only);
+    /// tried a few times, since another process may take the pid first.
+    static func processWithPid(_ pid: Int) throws -> ChildProcess {
+        for _ in 0..<20 {
+            try "\(pid - 1)".write(toFile: "/proc/sys/kernel/ns_last_pid", atomically: false, encoding: .utf8)
+            let child = try ChildProcess.spawn("/usr/bin/sleep", ["60"], environment: [:])
+            if child.pid == Int32(pid) { return child }
+            child.signal(SIGKILL)
+        }
+        throw SandboxFailure(description: "no host process got pid \(pid)")
+    }
+}
+
+/// What went wrong around a sandbox, for the test's failure.
+struct SandboxFailure: Error, CustomStringConvertible {
+    var description: String
+}
