@@ -236,6 +236,11 @@ public final class BrokerService: Sendable {
             writes: writes, secretReaders: configuration.secretReaders, activity: { [weak self] in self?.touch() },
             moreStatus: moreStatus, confinement: sandboxedConfinement)
         let names = NameFollowing()
+        let portal: PortalSettings? =
+            switch configuration.bus {
+            case .session, .address: PortalSettings(store: store, logger: logger)
+            case .system, .peer: nil
+            }
         let lost = Atomic<Bool>(false)
         let sync = configuration.sync
         let parts = BrokerParts(
@@ -272,6 +277,15 @@ public final class BrokerService: Sendable {
                             confinement: sandboxedConfinement, logger: logger)
                     },
                     stop: { await names.stopServingSandboxedApps(releasing: !lost.load(ordering: .relaxed)) }),
+                // The desktop portal's Settings backend, on a session bus (decision 0033).
+                BrokerPart(
+                    "desktop portal",
+                    start: {
+                        guard let portal else { return }
+                        try await portal.serve(on: connection)
+                        writes.alsoAnnounce { portal.announce($0) }
+                    },
+                    stop: { await portal?.stop() }),
                 // After the name is taken: finding the backup's serial reads the whole backup file (a tenth of
                 // the start with 100,000 keys), and callers need not wait for it.
                 BrokerPart(
@@ -285,7 +299,8 @@ public final class BrokerService: Sendable {
                 // The writers first; then the store refuses writes and finishes the commits in flight, the
                 // backup catches up and the file is closed; the name goes last, so that a broker started by
                 // the next call finds the store free.
-                "GSettings schemas", "schema files", "administrator files", "sync", "sandboxed apps' name", "writes",
+                "GSettings schemas", "schema files", "administrator files", "sync", "desktop portal", "sandboxed apps' name",
+                "writes",
                 "backup", "store file", "bus name",
             ])
         let started = try await parts.start()
@@ -468,7 +483,8 @@ private final class NameFollowing: Sendable {
             await connection.close()
             return
         }
-        writes.sendToSandboxedApps(SandboxedSignals(connection: connection, confinement: confinement, logger: logger))
+        let signals = SandboxedSignals(connection: connection, confinement: confinement, logger: logger)
+        writes.alsoAnnounce { signals.send($0) }
         state.withLock { $0.sandboxed = connection }
     }
 

@@ -44,9 +44,9 @@ public final class WritePath: Sendable {
     private let logger: Logger
     /// The process behind each writer's name, for the history; nil when the store keeps no history.
     let writers: WriterProcesses?
-    /// Where each commit is also sent, cut to what each sandboxed app may read; nil until the sandboxed apps'
-    /// name is served.
-    private let sandboxed = Mutex<SandboxedSignals?>(nil)
+    /// Who else announces each commit, after its `Changed`: the sandboxed apps' name (``SandboxedSignals``) and
+    /// the desktop portal's backend (``PortalSettings``), once they are served.
+    private let announcers = Mutex<[@Sendable (CommittedChange) -> Void]>([])
     /// Runs the commits that no placement took, one at a time.
     private let commitQueue = DispatchQueue(label: "settings-store-commit")
 
@@ -104,9 +104,9 @@ public final class WritePath: Sendable {
         })
     }
 
-    /// Sends each commit's signals to sandboxed apps too, from now on.
-    func sendToSandboxedApps(_ signals: SandboxedSignals?) {
-        sandboxed.withLock { $0 = signals }
+    /// Has each commit announced by `announcer` too, from now on, after its `Changed` and in serial order.
+    func alsoAnnounce(_ announcer: @escaping @Sendable (CommittedChange) -> Void) {
+        announcers.withLock { $0.append(announcer) }
     }
 
     // MARK: - Committing
@@ -138,7 +138,7 @@ public final class WritePath: Sendable {
     /// Answers a commit's writers, then announces what it changed, in serial order.
     private func send(_ outcome: DurableStore.CommitOutcome) {
         for (waiter, result) in outcome.answers { answer(waiter, result) }
-        let sandboxed = sandboxed.withLock { $0 }
+        let announcers = announcers.withLock { $0 }
         for change in outcome.changes {
             if change.changesValues {
                 emit(SettingsInterface.changedSignal(change), "Changed", serial: change.serial)
@@ -146,7 +146,7 @@ public final class WritePath: Sendable {
             if let signal = SettingsInterface.descriptionChangedSignal(change) {
                 emit(signal, "DescriptionChanged", serial: change.serial)
             }
-            sandboxed?.send(change)
+            for announcer in announcers { announcer(change) }
         }
     }
 

@@ -9,11 +9,12 @@ Commands:
       is ready (its --fd), and connects through it
   {"op": "connect", "address": A}        connects to the bus directly (a sandbox given the bus socket)
   {"op": "call", "name": N, "method": M, "signature": S, "args": EXPR}
-      calls io.github.settingsbus.Settings1.M on N; EXPR is a Python expression for the argument tuple
-      answers {"ok": reply} or {"error": name, "message": text}
+      calls io.github.settingsbus.Settings1.M on N (or "interface" at "path"); EXPR is a Python expression for
+      the argument tuple; answers {"ok": reply} or {"error": name, "message": text}
   {"op": "watch"}                        adds a match rule for every signal, and starts keeping them
-  {"op": "wait", "key": K, "seconds": T} runs until a Changed naming K arrives (or T seconds pass), then
-      answers {"signals": [{"sender", "destination", "member", "body"}...]} with every signal kept
+  {"op": "wait", "key": K, "seconds": T, "member": M}
+      runs until a signal M (Changed unless given) naming K arrives (or T seconds pass), then answers
+      {"signals": [{"sender", "destination", "member", "body"}...], "seen": bool} with every signal kept
   {"op": "spawn-holder", "address": A, "call": bool}
       starts a child process that connects to A, makes one Get if "call", forks a grandchild that keeps the
       connection, and exits; answers {"pid": the child's pid in the sandbox, "name": its unique name} once the
@@ -58,7 +59,8 @@ def call(bus, command):
     arguments = eval(command.get("args", "()"), {"dbus": dbus})
     try:
         reply = bus.call_blocking(
-            command["name"], PATH, INTERFACE, command["method"], command.get("signature", ""), arguments, timeout=20)
+            command["name"], command.get("path", PATH), command.get("interface", INTERFACE), command["method"],
+            command.get("signature", ""), arguments, timeout=20)
         return {"ok": plain(reply)}
     except dbus.exceptions.DBusException as error:
         return {"error": error.get_dbus_name(), "message": error.get_dbus_message()}
@@ -73,10 +75,11 @@ def keep(*body, **details):
 
 def wait(command):
     key = command["key"]
+    member = command.get("member", "Changed")
     loop = GLib.MainLoop()
 
     def seen():
-        return any(s["member"] == "Changed" and (key in json.dumps(s["body"])) for s in kept)
+        return any(s["member"] == member and (key in json.dumps(s["body"])) for s in kept)
 
     def check():
         if seen():

@@ -240,6 +240,64 @@ struct SandboxedAppTests {
         }
     }
 
+    /// The real `xdg-desktop-portal` on the private bus, with the broker as its Settings backend
+    /// (`dbus/settingsbus.portal`): a sandboxed app that may talk only to the portal reads the host's colour
+    /// scheme through it, and sees it change when a host app sets the key; a write of the same value again is
+    /// not announced.
+    @Test func theDesktopPortalGivesASandboxedAppTheHostsColorScheme() async throws {
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus)
+            try await Self.seed(bus)
+            let portals = FileManager.default.temporaryDirectory.appendingPathComponent("settingsbus-portals-\(UUID())")
+            try FileManager.default.createDirectory(at: portals, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: portals) }
+            try FileManager.default.copyItem(
+                at: Peers.repository.appendingPathComponent("dbus/settingsbus.portal"),
+                to: portals.appendingPathComponent("settingsbus.portal"))
+            let portal = try RunningProcess.start(
+                "/usr/libexec/xdg-desktop-portal", ["--replace"],
+                environment: bus.environment.merging([
+                    "XDG_DESKTOP_PORTAL_DIR": portals.path, "XDG_CURRENT_DESKTOP": "SettingsBus",
+                ]) { $1 })
+            let waited = try await TestProcess.run(
+                Peers.gdbusPath, ["wait", "--session", "--timeout", "60", "org.freedesktop.portal.Desktop"],
+                environment: bus.environment, timeLimit: .seconds(90))
+            #expect(waited.status == 0, "\(waited.stderr)")
+
+            let app = try Self.sandbox(bus, info: .application("org.example.Editor"))
+            _ = try await app.run(["op": "proxy", "address": bus.address, "talk": ["org.freedesktop.portal.Desktop"]])
+            _ = try await app.run(["op": "watch"])
+            let read: [String: Any] = try await app.run([
+                "op": "call", "name": "org.freedesktop.portal.Desktop", "path": "/org/freedesktop/portal/desktop",
+                "interface": "org.freedesktop.portal.Settings", "method": "Read", "signature": "ss",
+                "args": "('org.freedesktop.appearance', 'color-scheme')",
+            ])
+            #expect("\(read["ok"] ?? read)" == "1", "\(read)")
+
+            // When: a host app sets the key, the same value again, then another key of the namespace.
+            let host = try await bus.connect()
+            for (key, value) in [("color-scheme", 2), ("color-scheme", 2), ("contrast", 1)] {
+                _ = try await host.settings(
+                    "Set", [.string("/org/freedesktop/appearance/\(key)"), .variant(.uint32(UInt32(value)))])
+            }
+            let changed = try await app.run(["op": "wait", "member": "SettingChanged", "key": "contrast", "seconds": 30])
+            #expect(changed["seen"] as? Bool == true, "\(changed)")
+            // Then: one SettingChanged for the colour scheme, with its new value, and one for the contrast.
+            let signals = try #require(changed["signals"] as? [[String: Any]])
+            let schemes = signals.filter {
+                $0["member"] as? String == "SettingChanged" && "\($0["body"] ?? "")".contains("color-scheme")
+            }
+            #expect(schemes.count == 1, "\(signals)")
+            let body = "\(schemes.first?["body"] ?? "")"
+            #expect(body.contains("2"), "\(schemes)")
+
+            await host.close()
+            await app.stop()
+            _ = await portal.terminate()
+            _ = await broker.stop()
+        }
+    }
+
     /// A client connects from the sandbox, forks a child that keeps the connection, and exits; the test gives its
     /// pid to a new process on the host (`ns_last_pid`). Whether or not it called before, the child is refused
     /// what the app may not reach: its identity was proved at its first call, or the process now behind the pid

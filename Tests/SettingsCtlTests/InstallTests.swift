@@ -18,6 +18,9 @@ struct InstallTests {
         "share/systemd/user/settings-broker.service", "share/doc/settingsbus/README.md",
         "share/man/man1/settingsctl.1", "share/man/man1/settings-broker.1", "share/man/man7/settingsbus.7",
         "share/man/man1/settings-sync.1", "lib/gio/modules/libsettingsbus-gio.so",
+        "share/dbus-1/services/io.github.settingsbus.SandboxedSettings1.service",
+        "share/dbus-1/services/org.freedesktop.impl.portal.desktop.settingsbus.service",
+        "share/xdg-desktop-portal/portals/settingsbus.portal",
         "share/bash-completion/completions/settingsctl", "share/zsh/site-functions/_settingsctl",
         "share/fish/vendor_completions.d/settingsctl.fish",
     ]
@@ -59,6 +62,12 @@ struct InstallTests {
             #expect(activationText.contains("\nExec=\(broker) --bus session\n"), "\(activationText)")
             #expect(activationText.contains("\nSystemdService=settings-broker.service\n"), "\(activationText)")
             #expect(!activationText.contains("@"), "\(activationText)")
+            // The sandboxed apps' name and the portal's backend are activated by the same broker.
+            for name in ["io.github.settingsbus.SandboxedSettings1", "org.freedesktop.impl.portal.desktop.settingsbus"] {
+                let text = try String(
+                    contentsOf: prefix.appendingPathComponent("share/dbus-1/services/\(name).service"), encoding: .utf8)
+                #expect(text.contains("\nName=\(name)\nExec=\(broker) --bus session\n"), "\(text)")
+            }
             #expect(unit.contains("\nExecStart=\(broker) --bus session\n"), "\(unit)")
             #expect(
                 unit.contains("\nDocumentation=file://\(prefix.path)/share/doc/settingsbus/README.md\n"), "\(unit)")
