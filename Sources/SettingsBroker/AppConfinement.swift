@@ -26,14 +26,25 @@ struct AppConfinement: Sendable, Hashable {
 
     /// The confinement of an app id: at least two elements separated by dots, each a valid path segment.
     static func make(appID: String) -> Result<AppConfinement, ProcessProof.InfoProblem> {
+        // Flatpak's rule for app ids: elements of letters, digits, '_' and '-', none starting with a digit.
         let elements = appID.split(separator: ".", omittingEmptySubsequences: false)
-        guard appID.utf8.count <= 255, elements.count >= 2, elements.allSatisfy({ !$0.isEmpty }),
+        let valid = elements.allSatisfy { element in
+            guard let first = element.utf8.first, !(UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first) else {
+                return false
+            }
+            return element.utf8.allSatisfy { byte in
+                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "_")
+                    || byte == UInt8(ascii: "-")
+            }
+        }
+        guard appID.utf8.count <= 255, elements.count >= 2, valid,
             let subtree = try? SettingDirectory("/" + elements.joined(separator: "/") + "/")
         else {
             return .failure(
                 ProcessProof.InfoProblem(
                     description: "its app id '\(appID.prefix(80))' is not a reversed domain name of at least two "
-                        + "elements that each make a path segment"))
+                        + "elements of letters, digits, '_' and '-'"))
         }
         return .success(AppConfinement(appID: appID, subtree: subtree))
     }
@@ -179,7 +190,7 @@ final class SharedKeys: Sendable {
     private static func lines(_ text: String, _ file: String, _ problems: inout [String]) -> [String] {
         var result: [String] = []
         for (number, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let line = String(raw.prefix { $0 != "#" }).filter { $0 != " " && $0 != "\t" && $0 != "\r" }
+            let line = String(raw.prefix { $0 != "#" }).trimmingSpace
             if line.isEmpty { continue }
             let path = line.hasPrefix("-") ? String(line.dropFirst()) : line
             if SettingPath.isValidKey(path) || SettingDirectory.isValidDirectory(path) {
@@ -214,5 +225,13 @@ final class SharedKeys: Sendable {
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
         return Int64(now.tv_sec)
+    }
+}
+
+extension String {
+    /// The text without spaces, tabs and carriage returns at either end.
+    fileprivate var trimmingSpace: String {
+        let space: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" }
+        return String(String(drop(while: space).reversed()).drop(while: space).reversed())
     }
 }

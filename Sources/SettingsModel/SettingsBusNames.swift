@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 public import DBus
+import Glibc
 
 /// The names and limits of version 1 of the settings bus D-Bus contract.
 ///
@@ -26,6 +27,12 @@ public enum SettingsBusNames {
     /// that through `xdg-dbus-proxy` it sees no other app's `Changed` broadcast. Every caller of either name
     /// is identified and a sandboxed app confined to its own keys (decision 0033).
     public static let sandboxedBusName: BusName = "io.github.settingsbus.SandboxedSettings1"
+
+    /// The name a client calls the broker by: ``sandboxedBusName`` in a Flatpak sandbox (where `/.flatpak-info`
+    /// exists), whose changes then reach it alone; ``busName`` everywhere else.
+    public static var clientBusName: BusName {
+        access("/.flatpak-info", F_OK) == 0 ? sandboxedBusName : busName
+    }
 
     /// The path of the broker's one object: `/io/github/settingsbus/Settings1`.
     public static let objectPath: ObjectPath = "/io/github/settingsbus/Settings1"

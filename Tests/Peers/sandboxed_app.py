@@ -20,6 +20,8 @@ Commands:
       connection, and exits; answers {"pid": the child's pid in the sandbox, "name": its unique name} once the
       child has exited. Later "holder-call" commands go to the grandchild.
   {"op": "holder-call", ...as call}      the grandchild makes a call on the inherited connection
+  {"op": "exec", "argv": [...]}          runs a program with the proxy as its session bus; answers
+      {"status", "stdout", "stderr"}
 """
 import json
 import os
@@ -164,6 +166,10 @@ def main():
             os.close(answers_writer)
             holder_answers = os.fdopen(answers_reader)
             answer = report
+        elif op == "exec":
+            environment = dict(os.environ, DBUS_SESSION_BUS_ADDRESS="unix:path=/run/sandbox/bus")
+            done = subprocess.run(command["argv"], env=environment, capture_output=True, text=True, timeout=60)
+            answer = {"status": done.returncode, "stdout": done.stdout, "stderr": done.stderr}
         elif op == "holder-call":
             os.write(holder, (json.dumps(command) + "\n").encode())
             answer = json.loads(holder_answers.readline())

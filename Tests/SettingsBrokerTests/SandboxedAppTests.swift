@@ -58,7 +58,7 @@ struct SandboxedAppTests {
 
     /// Starts `sandboxed_app.py` in a bubblewrap sandbox with its own pid namespace and root, the test bus's
     /// folder bound in, and `/.flatpak-info` as `info` says.
-    static func sandbox(_ bus: TestBus, info: Info) throws -> SandboxedApp {
+    static func sandbox(_ bus: TestBus, info: Info, readOnly: [String] = []) throws -> SandboxedApp {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("settingsbus-sandbox-\(UUID())")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let infoFile = folder.appendingPathComponent("flatpak-info")
@@ -86,6 +86,7 @@ struct SandboxedAppTests {
             try "[Application]\nname=\(id)\n".write(to: infoFile, atomically: true, encoding: .utf8)
             arguments += ["--ro-bind", infoFile.path, "/run/info", "--symlink", "/run/info", "/.flatpak-info"]
         }
+        for folder in readOnly { arguments += ["--ro-bind", folder, folder] }
         arguments += ["/usr/bin/python3", "-u", "/app/sandboxed_app.py"]
         let process = try RunningProcess.start("/usr/bin/bwrap", arguments)
         return SandboxedApp(process: process, folder: folder)
@@ -194,6 +195,65 @@ struct SandboxedAppTests {
                 #expect(signal["destination"] as? String != nil, "a broadcast reached the sandbox: \(signal)")
             }
 
+            await host.close()
+            await app.stop()
+            _ = await broker.stop()
+        }
+    }
+
+    /// The Swift library inside a Flatpak sandbox calls the sandboxed apps' name: `settingsctl`, run in the
+    /// sandbox with a proxy that lets it talk to that name alone, reads the app's key and is refused another's.
+    @Test func theLibraryInASandboxCallsTheSandboxedAppsName() async throws {
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus)
+            try await Self.seed(bus)
+            let settingsctl = try BuiltProduct.path("settingsctl")
+            let app = try Self.sandbox(
+                bus, info: .application("org.example.Editor"),
+                readOnly: ["/opt", URL(fileURLWithPath: settingsctl).deletingLastPathComponent().path])
+            _ = try await app.run(["op": "proxy", "address": bus.address, "talk": [Self.sandboxedName]])
+            let own = try await app.run(["op": "exec", "argv": [settingsctl, "get", "/org/example/Editor/font-size"]])
+            #expect(own["status"] as? Int == 0, "\(own)")
+            #expect((own["stdout"] as? String)?.hasPrefix("12") == true, "\(own)")
+            let other = try await app.run(["op": "exec", "argv": [settingsctl, "get", "/org/other/Mail/password-hint"]])
+            #expect(other["status"] as? Int == 8, "\(other)")
+            #expect((other["stderr"] as? String)?.contains("org.example.Editor") == true, "\(other)")
+            await app.stop()
+            _ = await broker.stop()
+        }
+    }
+
+    /// The host stays in charge: the administrator's lock holds for the app's own key, and the administrator's
+    /// and the user's `sandbox-shared` decide which shared keys it reads.
+    @Test func theAdministratorsLocksAndSharedKeysHoldForASandboxedApp() async throws {
+        let admin = try AdministratorTests.AdminFolder()
+        defer { admin.root.remove() }
+        try admin.write("/org/example/Editor/locked\n", to: "locks.d/site")
+        try admin.write("/org/example/Shared/\n", to: "sandbox-shared")
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus, arguments: ["--admin-dir", admin.url.path])
+            try await Self.seed(bus)
+            let host = try await bus.connect()
+            _ = try await host.settings("Set", [.string("/org/example/Shared/theme"), .variant(.string("dark"))])
+            _ = try await host.settings("Set", [.string("/org/example/Personal/theme"), .variant(.string("blue"))])
+            let app = try Self.sandbox(bus, info: .application("org.example.Editor"))
+            _ = try await app.run(["op": "connect", "address": bus.address])
+            let locked = try await app.call("Set", "sv", "('/org/example/Editor/locked', dbus.Int32(1, variant_level=1))")
+            #expect(Self.errorName(locked) == "NotWritable", "\(locked)")
+            #expect(try await app.call("Get", "s", "('/org/example/Shared/theme',)")["ok"] != nil)
+            // The administrator's list replaced the default one: the appearance is not shared any more.
+            let appearance = try await app.call("Get", "s", "('/org/freedesktop/appearance/color-scheme',)")
+            #expect(Self.errorName(appearance) == "AccessDenied", "\(appearance)")
+            // The user adds a key beside the store file; it is in force within a second (read again on change).
+            try "/org/example/Personal/theme\n".write(
+                toFile: URL(fileURLWithPath: broker.storePath).deletingLastPathComponent()
+                    .appendingPathComponent("sandbox-shared").path, atomically: true, encoding: .utf8)
+            let deadline = ContinuousClock.now + .seconds(10)
+            var personal = try await app.call("Get", "s", "('/org/example/Personal/theme',)")
+            while personal["ok"] == nil, ContinuousClock.now < deadline {
+                personal = try await app.call("Get", "s", "('/org/example/Personal/theme',)")
+            }
+            #expect(personal["ok"] != nil, "\(personal)")
             await host.close()
             await app.stop()
             _ = await broker.stop()
