@@ -267,8 +267,17 @@ public final class BrokerService: Sendable {
                         if !lost.load(ordering: .relaxed) { _ = try? await connection.releaseName(name) }
                         names.end()
                     }),
-                // After the main name: a sandboxed app that finds this name finds the broker serving. On a
-                // connection of its own, which never broadcasts (``SandboxedSignals``).
+                // After the name is taken: finding the backup's serial reads the whole backup file (a tenth of
+                // the start with 100,000 keys), and callers need not wait for it.
+                BrokerPart(
+                    "backup", start: { [logger, configuration] in Self.startBackup(of: store, configuration, logger) },
+                    stop: { await store.persistence.backup.finish() }),
+                // After the name is taken too: GNOME's schema sources, which the store holds from earlier runs
+                // (VendorSchemas.startGSettings). The schema files' stop ends their readings.
+                BrokerPart("GSettings schemas", start: { vendor.startGSettings() }),
+                // Last: a sandboxed app that finds this name finds the broker serving; the first reply on the main
+                // name waits for none of this. On a connection of its own, which never broadcasts
+                // (``SandboxedSignals``).
                 BrokerPart(
                     "sandboxed apps' name",
                     start: { [logger, configuration] in
@@ -286,14 +295,6 @@ public final class BrokerService: Sendable {
                         writes.alsoAnnounce { portal.announce($0) }
                     },
                     stop: { await portal?.stop() }),
-                // After the name is taken: finding the backup's serial reads the whole backup file (a tenth of
-                // the start with 100,000 keys), and callers need not wait for it.
-                BrokerPart(
-                    "backup", start: { [logger, configuration] in Self.startBackup(of: store, configuration, logger) },
-                    stop: { await store.persistence.backup.finish() }),
-                // After the name is taken too: GNOME's schema sources, which the store holds from earlier runs
-                // (VendorSchemas.startGSettings). The schema files' stop ends their readings.
-                BrokerPart("GSettings schemas", start: { vendor.startGSettings() }),
             ],
             stopping: [
                 // The writers first; then the store refuses writes and finishes the commits in flight, the

@@ -101,6 +101,11 @@ public final class WritePath: Sendable {
                     keys: described, serial: serial, origin: DurableStore.administratorOrigin)
             else { return }
             emit(signal.message, "DescriptionChanged", serial: serial)
+            // Sandboxed apps learn of the locks on keys they may read, one by one.
+            let change = CommittedChange(
+                path: .directory(.root), values: [], removed: [], secretKeys: [], serial: serial,
+                origin: DurableStore.administratorOrigin, describedKeys: described)
+            for announcer in announcers.withLock({ $0 }) { announcer(change) }
         })
     }
 

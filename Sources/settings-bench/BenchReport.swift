@@ -179,6 +179,28 @@ struct BenchReport {
                     dconf: "—", ratio: "\(Format.ratio(a.startWith.p50, a.startWithout.p50)) none"))
         }
 
+        if let sandbox = r.sandbox {
+            for (who, samples) in [("host", sandbox.host), ("sandboxed", sandbox.sandboxed)] {
+                guard let samples else {
+                    rows.append(
+                        Row(
+                            measure: "first `Get` of a new \(who) connection", settingsBus: "—", dconf: "—",
+                            ratio: sandbox.sandboxedMissing ?? "not measured"))
+                    continue
+                }
+                rows.append(
+                    Row(
+                        measure: "first `Get` of a new \(who) connection (the caller identified) / its first `Peer.Ping`, p50",
+                        settingsBus: "\(Format.duration(samples.firstGet.p50)) / \(Format.duration(samples.firstPing.p50))",
+                        dconf: "—", ratio: "\(Format.ratio(samples.firstGet.p50, samples.firstPing.p50)) Ping"))
+                rows.append(
+                    Row(
+                        measure: "… `Get` of the \(who) caller once known / its `Peer.Ping`, p50",
+                        settingsBus: "\(Format.duration(samples.knownGet.p50)) / \(Format.duration(samples.knownPing.p50))",
+                        dconf: "—", ratio: "\(Format.ratio(samples.knownGet.p50, samples.knownPing.p50)) Ping"))
+            }
+        }
+
         if let gsettings = r.gsettings { rows += gsettingsRows(gsettings) }
         if let sync = r.sync { rows += syncRows(sync) }
 

@@ -35,6 +35,8 @@ struct BenchResults: Sendable {
     /// Directory operations against the store's size.
     var directories: DirectoryRun?
     var administrator: AdministratorRun?
+    /// What identifying a caller costs, from the host and from a sandbox.
+    var sandbox: SandboxRun?
     /// The GIO module against dconf's GSettings backend, or why it was not measured.
     var gsettings: GSettingsRun?
     var gsettingsMissing: String?
@@ -136,4 +138,22 @@ struct IdleLoad: Sendable {
     var sessionsPerMinute: Double
     /// How long a session lasted, on average (for a polling broker, one sync); nil without sessions.
     var meanSessionMilliseconds: Double?
+}
+
+/// A client's new connections and known ones, timed (``Bench/measureSandbox()``).
+struct IdentificationSamples: Sendable {
+    /// The first call of a new connection: a `Get` (the caller identified first) and a `Peer.Ping`.
+    var firstGet = Samples()
+    var firstPing = Samples()
+    /// Calls of a caller the broker knows.
+    var knownGet = Samples()
+    var knownPing = Samples()
+}
+
+/// What identifying a caller costs, from the host and from a bubblewrap sandbox.
+struct SandboxRun: Sendable {
+    var host = IdentificationSamples()
+    var sandboxed: IdentificationSamples?
+    /// Why the sandboxed client was not measured.
+    var sandboxedMissing: String?
 }

@@ -43,7 +43,7 @@ struct SettingsBenchCommand: AsyncParsableCommand {
     @Option(
         parsing: .upToNextOption,
         help: """
-            Run only these parts: basics, delivery, writers, sizes, directories, administrator, gsettings, sync \
+            Run only these parts: basics, delivery, writers, sizes, directories, administrator, sandbox, gsettings, sync \
             (the table then has gaps).
             """)
     var only: [String] = []
@@ -99,6 +99,9 @@ struct SettingsBenchCommand: AsyncParsableCommand {
             default:
                 throw ValidationError("unknown --layer \(layer); use store, connection or stream")
             }
+        case "identify":
+            guard let bus, let key else { throw ValidationError("--role identify needs --bus and --key") }
+            try await Roles.identify(address: bus, key: key, count: max(id, 1))
         case "writer":
             guard let bus, let prefix else { throw ValidationError("--role writer needs --bus and --prefix") }
             try await Roles.writer(system: system, address: bus, prefix: prefix, id: id, seconds: seconds)
@@ -108,11 +111,13 @@ struct SettingsBenchCommand: AsyncParsableCommand {
     }
 
     func validate() throws {
-        let parts: Set = ["basics", "delivery", "writers", "sizes", "directories", "administrator", "gsettings", "sync"]
+        let parts: Set = [
+            "basics", "delivery", "writers", "sizes", "directories", "administrator", "sandbox", "gsettings", "sync",
+        ]
         if let unknown = only.first(where: { !parts.contains($0) }) {
             throw ValidationError(
                 "unknown part '\(unknown)'; use basics, delivery, writers, sizes, directories, administrator, "
-                    + "gsettings or sync")
+                    + "sandbox, gsettings or sync")
         }
     }
 
@@ -124,13 +129,15 @@ struct SettingsBenchCommand: AsyncParsableCommand {
         do {
             let parts =
                 only.isEmpty
-                ? ["basics", "delivery", "writers", "sizes", "directories", "administrator", "gsettings", "sync"] : only
+                ? ["basics", "delivery", "writers", "sizes", "directories", "administrator", "sandbox", "gsettings", "sync"]
+                : only
             if parts.contains("basics") { try await bench.measureBasics() }
             if parts.contains("delivery") { try await bench.measureDelivery() }
             if parts.contains("writers") { try await bench.measureWriters() }
             if parts.contains("sizes") { try await bench.measureSizes() }
             if parts.contains("directories") { try await bench.measureDirectories() }
             if parts.contains("administrator") { try await bench.measureAdministrator() }
+            if parts.contains("sandbox") { try await bench.measureSandbox() }
             if parts.contains("gsettings") { try await bench.measureGSettings() }
             if parts.contains("sync") { try await bench.measureSync() }
         } catch {

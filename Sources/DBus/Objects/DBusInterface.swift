@@ -188,10 +188,11 @@ public struct DBusMethodCall: Sendable {
     /// and runs the handler again with ``DBusMethodCall/senderUnixUser`` set.
     ///
     /// Only a call that needs it pays for it: a handler that never throws this runs once, as before. The
-    /// connection keeps the user of each unique name it has looked up (unique names are never reused on a
-    /// bus) and forgets it when the name leaves the bus, so a caller costs one round trip to the bus daemon
-    /// (`org.freedesktop.DBus.GetConnectionUnixUser`) at its first such call; meanwhile the connection goes on
-    /// reading, and an immediate method's answer to that call may follow answers to the caller's later calls.
+    /// connection keeps the credentials of each unique name it has looked up (unique names are never reused on
+    /// a bus) and forgets them when the name leaves the bus, so a caller costs one round trip to the bus daemon
+    /// (`org.freedesktop.DBus.GetConnectionCredentials`) at its first such call, and its later calls find the
+    /// user set at once; meanwhile the connection goes on reading, and an immediate method's answer to that
+    /// call may follow answers to the caller's later calls.
     /// On a connection to a single peer the peer's user is read from the socket. When the user cannot be
     /// found out (the caller has left, the bus refuses), the call is answered with that error, and a handler
     /// that throws this again is answered with `org.freedesktop.DBus.Error.Failed`.
