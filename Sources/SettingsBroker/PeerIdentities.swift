@@ -20,8 +20,8 @@ import Synchronization
 //    sandbox too, as xdg-desktop-portal treats it); any other "looks sandboxed", and must prove which app it is:
 //    `/.flatpak-info` in its root, opened without following a link and required to be a regular file, with an
 //    `[Application]` group whose `name` is the app id (a `[Runtime]` is refused);
-// 5. the pidfd is asked again after the reading: a process that ended meanwhile is refused, since its pid may
-//    name another process by now.
+// 5. the pidfd is asked again after the reading, and the start time read again: a process that ended meanwhile
+//    is refused, since its pid may name another process by now (without pidfds, the start time alone).
 //
 // What cannot be proved is refused (`AccessDenied`, with why), never taken for the host. The answer is kept per
 // unique name (unique names are never reused on a bus) and forgotten when the name leaves the bus.
@@ -136,11 +136,13 @@ enum ProcessProof {
     /// Who the process `pid` is, given that its connection appeared on the bus by `appearedBy` (clock ticks since
     /// boot).
     @Sendable static func identify(pid: UInt32, appearedBy: UInt64) -> PeerIdentity {
+        // Where the kernel or a sandbox around the broker gives no pidfd (before Linux 5.3, a seccomp filter,
+        // valgrind), the start time read again after the reading is what pins the process.
         let pidfd = settingsbus_pidfd_open(Int32(bitPattern: pid))
-        guard pidfd >= 0 else {
+        guard pidfd >= 0 || pidfd == -ENOSYS || pidfd == -EPERM else {
             return .unproved("its process \(pid) has ended (\(String(cString: strerror(-pidfd))))")
         }
-        defer { close(pidfd) }
+        defer { if pidfd >= 0 { close(pidfd) } }
         guard let started = startTime(of: pid) else {
             return .unproved("the start of its process \(pid) cannot be read")
         }
@@ -151,7 +153,8 @@ enum ProcessProof {
         let identity = look(at: pid)
         // The reading counts only if it was of the process the pidfd names: one that ended meanwhile may have left
         // its pid to another, and one that started again has another start time.
-        guard settingsbus_pidfd_alive(pidfd) == 1, startTime(of: pid) == started else {
+        let ended = pidfd >= 0 && settingsbus_pidfd_alive(pidfd) == 0
+        guard !ended, startTime(of: pid) == started else {
             return .unproved("its process \(pid) ended while it was being identified")
         }
         return identity
