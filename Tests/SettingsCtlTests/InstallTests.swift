@@ -17,7 +17,7 @@ struct InstallTests {
         "bin/settings-broker", "bin/settingsctl", "share/dbus-1/services/io.github.settingsbus.Settings1.service",
         "share/systemd/user/settings-broker.service", "share/doc/settingsbus/README.md",
         "share/man/man1/settingsctl.1", "share/man/man1/settings-broker.1", "share/man/man7/settingsbus.7",
-        "share/man/man1/settings-sync.1", "lib/gio/modules/libsettingsbus-gio.so",
+        "share/man/man1/settings-sync.1", "lib/gio/modules/libsettingsbus-gio.so", "bin/settings-editor",
         "share/bash-completion/completions/settingsctl", "share/zsh/site-functions/_settingsctl",
         "share/fish/vendor_completions.d/settingsctl.fish",
     ]
