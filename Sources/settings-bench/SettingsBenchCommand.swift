@@ -43,7 +43,7 @@ struct SettingsBenchCommand: AsyncParsableCommand {
     @Option(
         parsing: .upToNextOption,
         help: """
-            Run only these parts: basics, delivery, writers, sizes, directories, administrator, gsettings, sync \
+            Run only these parts: basics, delivery, writers, sizes, directories, administrator, gsettings, sync, editor \
             (the table then has gaps).
             """)
     var only: [String] = []
@@ -108,11 +108,13 @@ struct SettingsBenchCommand: AsyncParsableCommand {
     }
 
     func validate() throws {
-        let parts: Set = ["basics", "delivery", "writers", "sizes", "directories", "administrator", "gsettings", "sync"]
+        let parts: Set = [
+            "basics", "delivery", "writers", "sizes", "directories", "administrator", "gsettings", "sync", "editor",
+        ]
         if let unknown = only.first(where: { !parts.contains($0) }) {
             throw ValidationError(
                 "unknown part '\(unknown)'; use basics, delivery, writers, sizes, directories, administrator, "
-                    + "gsettings or sync")
+                    + "gsettings, sync or editor")
         }
     }
 
@@ -124,7 +126,10 @@ struct SettingsBenchCommand: AsyncParsableCommand {
         do {
             let parts =
                 only.isEmpty
-                ? ["basics", "delivery", "writers", "sizes", "directories", "administrator", "gsettings", "sync"] : only
+                ? [
+                    "basics", "delivery", "writers", "sizes", "directories", "administrator", "gsettings", "sync",
+                    "editor",
+                ] : only
             if parts.contains("basics") { try await bench.measureBasics() }
             if parts.contains("delivery") { try await bench.measureDelivery() }
             if parts.contains("writers") { try await bench.measureWriters() }
@@ -133,6 +138,7 @@ struct SettingsBenchCommand: AsyncParsableCommand {
             if parts.contains("administrator") { try await bench.measureAdministrator() }
             if parts.contains("gsettings") { try await bench.measureGSettings() }
             if parts.contains("sync") { try await bench.measureSync() }
+            if parts.contains("editor") { try await bench.measureEditor() }
         } catch {
             progress("failed: \(error)")
             await bench.finish()

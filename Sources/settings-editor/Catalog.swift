@@ -2,6 +2,7 @@
 
 import DBus
 import Foundation
+import Glibc
 import SettingsBus
 import SettingsModel
 
@@ -15,8 +16,6 @@ import SettingsModel
 actor Catalog {
     /// What a `Describe` said of one key that search and the Modified only filter use.
     struct Entry: Sendable {
-        /// The key, its summary and description, lowercased, for search.
-        var searchText: String
         /// Whether the key has a user value that differs from its default.
         var isModified: Bool
         /// The key's summary.
@@ -39,7 +38,7 @@ actor Catalog {
     static let listsInFlight = 16
 
     private let store: BusSettingsStore
-    /// Every key known, sorted (byte order: keys are ASCII).
+    /// Every key known, sorted (String's order, which is byte order for keys: they are ASCII).
     private var keys: [String] = []
     /// The effective value of each key with one.
     private var values: [String: DBusValue] = [:]
@@ -52,9 +51,17 @@ actor Catalog {
     private var loadWaiters: [CheckedContinuation<Void, Never>] = []
     /// The pages' event streams.
     private var subscribers: [UUID: AsyncStream<Change>.Continuation] = [:]
+    /// The search index: each key's name, summary and description, lowercased, one after another in one
+    /// buffer (a NUL after each), which `memmem` scans; a key described again is appended anew and its old
+    /// text left dead until the buffer is compacted.
+    private var index = SearchIndex()
+    /// The keys whose user value differs from their default.
+    private var modified: Set<String> = []
     /// Keys waiting for a `Describe`, and whether a describer task runs.
     private var describeQueue: [String] = []
     private var isDescribing = false
+    /// Whether the describer may run: not before the editor serves, so that its start is not slowed.
+    private var mayDescribe = false
 
     init(store: BusSettingsStore) {
         self.store = store
@@ -83,7 +90,16 @@ actor Catalog {
             // Keys known only from a listing (no value: secret, or without a default) stay known.
             let listedOnly = keys.filter { values[$0] == nil && entries[$0] != nil }
             values = fresh
-            keys = Array(Set(fresh.keys).union(listedOnly)).sorted(by: Self.precedes)
+            let known = Set(fresh.keys).union(listedOnly)
+            for key in keys where !known.contains(key) {
+                entries[key] = nil
+                modified.remove(key)
+                index.set(key, text: nil)
+            }
+            // String's own order (byte order, for keys are ASCII), which the standard library sorts fastest.
+            keys = known.sorted()
+            // Found by name until described.
+            for key in keys where !index.contains(key) { index.set(key, text: key) }
             serial = update.serial
             if update.kind == .resync { broadcast(update) }
             enqueueDescribe(keys)
@@ -116,15 +132,12 @@ actor Catalog {
         }
     }
 
-    /// Byte order of two keys (`String`'s `<` orders by Unicode scalars, the same for ASCII, but slower).
-    static func precedes(_ a: String, _ b: String) -> Bool {
-        a.utf8.lexicographicallyPrecedes(b.utf8)
-    }
-
     private func insert(_ key: String) {
-        let index = lowerBound(key)
-        if index < keys.count, keys[index] == key { return }
-        keys.insert(key, at: index)
+        let position = lowerBound(key)
+        if position < keys.count, keys[position] == key { return }
+        keys.insert(key, at: position)
+        // Found by its name until it is described.
+        index.set(key, text: key)
     }
 
     /// The index of the first key not before `text`.
@@ -133,7 +146,7 @@ actor Catalog {
         var high = keys.count
         while low < high {
             let middle = (low + high) / 2
-            if Self.precedes(keys[middle], text) { low = middle + 1 } else { high = middle }
+            if keys[middle] < text { low = middle + 1 } else { high = middle }
         }
         return low
     }
@@ -166,7 +179,7 @@ actor Catalog {
 
     /// Records what a `Describe` said of a key (the key page and the listings read it anyway).
     func note(_ key: String, _ description: SettingDescription) {
-        entries[key] = Self.entry(key, description)
+        record(key, description)
     }
 
     /// How many keys are known, and how many have been described for search.
@@ -180,23 +193,21 @@ actor Catalog {
     func search(
         _ query: String, under directory: String, modifiedOnly: Bool, limit: Int
     ) -> (keys: [(key: String, summary: String?)], total: Int) {
-        let words = query.lowercased().split(whereSeparator: \.isWhitespace).map(String.init)
-        var found: [(key: String, summary: String?)] = []
-        var total = 0
-        let start = lowerBound(directory)
-        let end = upperBound(under: directory)
-        for index in start..<end {
-            let key = keys[index]
-            let entry = entries[key]
-            if modifiedOnly && entry?.isModified != true { continue }
-            if !words.isEmpty {
-                let text = entry?.searchText ?? key.lowercased()
-                guard words.allSatisfy({ text.contains($0) }) else { continue }
+        let words = query.split(whereSeparator: \.isWhitespace).map { SearchIndex.normalized($0) }
+        var found: [String]
+        if words.isEmpty {
+            found = []
+            for position in lowerBound(directory)..<upperBound(under: directory) {
+                let key = keys[position]
+                if !modifiedOnly || modified.contains(key) { found.append(key) }
             }
-            total += 1
-            if found.count < limit { found.append((key, entry?.summary)) }
+        } else {
+            found = index.keys(containing: words).filter { key in
+                key.hasPrefix(directory) && (!modifiedOnly || modified.contains(key))
+            }
+            found.sort()
         }
-        return (found, total)
+        return (found.prefix(limit).map { ($0, entries[$0]?.summary) }, found.count)
     }
 
     /// Opens an event stream of the changes, for one page.
@@ -285,12 +296,17 @@ actor Catalog {
     // MARK: Describing in the background
 
     private func enqueueDescribe(_ keys: [String]) {
-        guard !keys.isEmpty else { return }
         describeQueue.append(contentsOf: keys)
-        if !isDescribing {
+        if mayDescribe, !isDescribing, !describeQueue.isEmpty {
             isDescribing = true
             Task { await self.describeQueued() }
         }
+    }
+
+    /// Lets the describer run, from when the editor serves.
+    func startDescribing() {
+        mayDescribe = true
+        enqueueDescribe([])
     }
 
     /// Describes the queued keys, `describesInFlight` at a time, until the queue is empty.
@@ -322,20 +338,120 @@ actor Catalog {
             // Neither registered nor set any more: forgotten unless it has a value.
             if values[key] == nil {
                 entries[key] = nil
-                let index = lowerBound(key)
-                if index < keys.count, keys[index] == key { keys.remove(at: index) }
+                modified.remove(key)
+                index.set(key, text: nil)
+                let position = lowerBound(key)
+                if position < keys.count, keys[position] == key { keys.remove(at: position) }
             }
             return
         }
-        entries[key] = Self.entry(key, description)
-    }
-
-    private static func entry(_ key: String, _ description: SettingDescription) -> Entry {
         let summary = description.schema?.summary
-        let text = [key, summary ?? "", description.schema?.description ?? ""].joined(separator: "\n").lowercased()
-        let modified =
+        let isModified =
             description.source == "user" && description.userValue != nil
             && description.userValue != description.schema?.defaultValue
-        return Entry(searchText: text, isModified: modified, summary: summary)
+        entries[key] = Entry(isModified: isModified, summary: summary)
+        if isModified { modified.insert(key) } else { modified.remove(key) }
+        index.set(key, text: [key, summary ?? "", description.schema?.description ?? ""].joined(separator: "\n"))
+    }
+}
+
+/// The text search runs over: each key's name, summary and description, lowercased, in one buffer, each
+/// followed by a byte 1 and the whole by a NUL, so that `strstr` (glibc's, which scans many bytes at a time)
+/// finds a word in all of them in one pass.
+struct SearchIndex {
+    /// One key's text in the buffer: `bytes[start..<end]`, with the separator at `end`.
+    private struct Slot {
+        var start: Int
+        var end: Int
+        var key: String
+        var isLive: Bool
+    }
+
+    /// The separator after each text.
+    private static let separator: CChar = 1
+
+    /// The texts, then a NUL.
+    private var bytes: [CChar] = [0]
+    /// In buffer order.
+    private var slots: [Slot] = []
+    /// The slot of each key that has text.
+    private var slotOfKey: [String: Int] = [:]
+    /// Bytes of texts replaced since the last compaction.
+    private var deadBytes = 0
+
+    /// Whether a key has text.
+    func contains(_ key: String) -> Bool { slotOfKey[key] != nil }
+
+    /// A word or text as the buffer holds it: lowercased, with NUL and the separator as spaces.
+    static func normalized(_ text: some StringProtocol) -> [CChar] {
+        text.lowercased().utf8.map { $0 <= 1 ? 32 : CChar(bitPattern: $0) }
+    }
+
+    /// Sets (or, with nil, removes) a key's text.
+    mutating func set(_ key: String, text: String?) {
+        if let old = slotOfKey.removeValue(forKey: key) {
+            slots[old].isLive = false
+            deadBytes += slots[old].end - slots[old].start + 1
+        }
+        guard let text else { return }
+        bytes.removeLast()
+        let start = bytes.count
+        bytes.append(contentsOf: Self.normalized(text))
+        slots.append(Slot(start: start, end: bytes.count, key: key, isLive: true))
+        bytes.append(Self.separator)
+        bytes.append(0)
+        slotOfKey[key] = slots.count - 1
+        if deadBytes > 1 << 20, deadBytes > bytes.count / 2 { compact() }
+    }
+
+    /// The keys whose text holds every word (each as ``normalized(_:)`` makes it).
+    mutating func keys(containing words: [[CChar]]) -> [String] {
+        let needles = words.filter { !$0.isEmpty }.map { $0 + [0] }
+        // The longest word first: it is found in the fewest texts.
+        guard let first = needles.max(by: { $0.count < $1.count }) else { return [] }
+        let others = needles.filter { $0 != first }
+        let slots = self.slots
+        var found: [String] = []
+        bytes.withUnsafeMutableBufferPointer { buffer in
+            guard let base = buffer.baseAddress else { return }
+            var offset = 0
+            while offset < buffer.count - 1, let hit = strstr(base + offset, first) {
+                let slot = slots[Self.slotIndex(holding: base.distance(to: hit), in: slots)]
+                offset = slot.end + 1
+                guard slot.isLive else { continue }
+                // The text alone, ended by a NUL for as long as the other words are looked for.
+                base[slot.end] = 0
+                if others.allSatisfy({ strstr(base + slot.start, $0) != nil }) { found.append(slot.key) }
+                base[slot.end] = Self.separator
+            }
+        }
+        return found
+    }
+
+    /// The slot whose text holds the byte at `position`.
+    private static func slotIndex(holding position: Int, in slots: [Slot]) -> Int {
+        var low = 0
+        var high = slots.count - 1
+        while low < high {
+            let middle = (low + high + 1) / 2
+            if slots[middle].start <= position { low = middle } else { high = middle - 1 }
+        }
+        return low
+    }
+
+    /// Drops the dead texts.
+    private mutating func compact() {
+        var fresh = SearchIndex()
+        fresh.bytes.reserveCapacity(bytes.count - deadBytes)
+        fresh.bytes.removeLast()
+        for slot in slots where slot.isLive {
+            let start = fresh.bytes.count
+            fresh.bytes.append(contentsOf: bytes[slot.start..<slot.end])
+            fresh.slots.append(Slot(start: start, end: fresh.bytes.count, key: slot.key, isLive: true))
+            fresh.bytes.append(Self.separator)
+            fresh.slotOfKey[slot.key] = fresh.slots.count - 1
+        }
+        fresh.bytes.append(0)
+        self = fresh
     }
 }

@@ -89,11 +89,12 @@ struct SettingsEditor: AsyncParsableCommand {
             onServerRunning: { channel in
                 guard let port = channel.localAddress?.port, let token = access.oneTimeToken else { return }
                 access.listening(on: port)
+                await catalog.startDescribing()
                 let url = "http://127.0.0.1:\(port)/login?token=\(token)"
                 if openBrowser {
                     Self.say("settings-editor: serving the editor at http://127.0.0.1:\(port)/ until interrupted")
                     if !Self.open(url) {
-                        Self.say("settings-editor: xdg-open failed; open this address in your browser:\n\(url)")
+                        Self.say("settings-editor: no xdg-open to open a browser; open this address in yours:\n\(url)")
                     }
                 } else {
                     Self.say(url)
@@ -129,9 +130,12 @@ struct SettingsEditor: AsyncParsableCommand {
     /// Opens `url` with `xdg-open`, which hands it to the user's browser and returns; waits for it on a thread
     /// of its own, so that no child is left behind.
     static func open(_ url: String) -> Bool {
+        let path = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
+            .map { "\($0)/xdg-open" }.first { FileManager.default.isExecutableFile(atPath: $0) }
+        guard let path else { return false }
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["xdg-open", url]
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = [url]
         process.standardInput = FileHandle.nullDevice
         do {
             try process.run()
