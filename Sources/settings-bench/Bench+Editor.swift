@@ -94,8 +94,8 @@ extension Bench {
                     try await measureSearch(client, keys: keys, into: &run)
                 }
             } catch {
-                _ = await editor.terminate()
-                throw error
+                let status = await editor.terminate()
+                throw BenchFailure("\(error); settings-editor exited \(status): \(await editor.standardError())")
             }
             _ = await editor.terminate()
         }

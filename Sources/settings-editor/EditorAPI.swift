@@ -355,35 +355,43 @@ struct EditorAPI: Sendable {
         let store = self.store
         var descriptions: [SettingPath: SettingDescription] = [:]
         var failure: SettingsError?
-        await withTaskGroup(of: (SettingPath, Result<SettingDescription, SettingsError>).self) { group in
+        // Each child answers its key's description, or the error that is not UnknownKey.
+        await withTaskGroup(of: Described.self) { group in
             var pending = keys[...]
             var running = 0
-            func take(_ item: (SettingPath, Result<SettingDescription, SettingsError>)) {
-                switch item.1 {
-                case .success(let description): descriptions[item.0] = description
-                case .failure(let error) where error.code == .unknownKey: break
-                case .failure(let error): failure = failure ?? error
-                }
-            }
             while let key = pending.popFirst() {
-                group.addTask {
-                    do throws(SettingsError) {
-                        return (key, .success(try await store.describe(key)))
-                    } catch {
-                        return (key, .failure(error))
-                    }
-                }
+                group.addTask { await Described(key, in: store) }
                 running += 1
-                if running >= Self.describesInFlight, let item = await group.next() {
+                if running >= Self.describesInFlight, let described = await group.next() {
                     running -= 1
-                    take(item)
+                    descriptions[described.key] = described.description
+                    failure = failure ?? described.error
                 }
             }
-            for await item in group { take(item) }
+            for await described in group {
+                descriptions[described.key] = described.description
+                failure = failure ?? described.error
+            }
         }
         if let failure { throw Failure(failure) }
         for (key, description) in descriptions { await catalog.note(key.rawValue, description) }
         return descriptions
+    }
+
+    /// What `Describe` answered for one key.
+    private struct Described: Sendable {
+        var key: SettingPath
+        var description: SettingDescription?
+        var error: SettingsError?
+
+        init(_ key: SettingPath, in store: BusSettingsStore) async {
+            self.key = key
+            do {
+                description = try await store.describe(key)
+            } catch {
+                self.error = error.code == .unknownKey ? nil : error
+            }
+        }
     }
 
     /// A key as the page shows it.
