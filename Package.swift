@@ -51,6 +51,7 @@ let package = Package(
         .executable(name: "settings-sync", targets: ["settings-sync"]),
         .executable(name: "settings-bench", targets: ["settings-bench"]),
         .executable(name: "settingsctl", targets: ["settingsctl"]),
+        .executable(name: "settings-editor", targets: ["settings-editor"]),
     ],
     traits: [
         .trait(
@@ -76,6 +77,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0", traits: []),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
     ],
     targets: [
         .systemLibrary(
@@ -211,6 +215,23 @@ let package = Package(
                 "SettingsBus",
                 .product(name: "ArgumentParser", package: "swift-argument-parser", condition: tools),
             ],
+            swiftSettings: swiftSettings
+        ),
+        // The settings editor: a page for a browser on 127.0.0.1, served by an executable of its own so that
+        // neither the broker nor settingsctl grows (docs/editor.md).
+        .executableTarget(
+            name: "settings-editor",
+            dependencies: [
+                "DBus",
+                "SettingsModel",
+                "SettingsBus",
+                .product(name: "Hummingbird", package: "hummingbird", condition: tools),
+                .product(name: "NIOCore", package: "swift-nio", condition: tools),
+                .product(name: "HTTPTypes", package: "swift-http-types", condition: tools),
+                .product(name: "ArgumentParser", package: "swift-argument-parser", condition: tools),
+                .product(name: "Logging", package: "swift-log", condition: tools),
+            ],
+            exclude: ["Page"],
             swiftSettings: swiftSettings
         ),
         .target(

@@ -42,6 +42,11 @@ struct BenchPlan: Sendable {
     var syncPollSeconds = 5
     /// GSettings: the apps whose memory is read with each backend (the median is kept).
     var gsettingsMemoryRuns = 3
+    /// The settings editor: registered keys in its store, timed starts, page loads and searches of each kind.
+    var editorKeys = 100_000
+    var editorStarts = 3
+    var editorLoads = 20
+    var editorSearches = 20
 
     /// The full run: about three minutes on two cores.
     static let full = BenchPlan(
@@ -58,5 +63,5 @@ struct BenchPlan: Sendable {
         storeSizes: [100, 1_000], writesPerSize: 3, startsPerSize: 1, loopSeconds: 5,
         directoryStoreKeys: 1_000, directoryReads: 5, quietGets: 10, bigDirectoryKeys: 500, bigReads: 2, bigResets: 1,
         firstSyncKeys: 300, syncMachines: 3, syncChanges: 2, syncIdleSeconds: 2, syncPollSeconds: 1,
-        gsettingsMemoryRuns: 1)
+        gsettingsMemoryRuns: 1, editorKeys: 1_000, editorStarts: 1, editorLoads: 2, editorSearches: 2)
 }

@@ -203,6 +203,7 @@ struct BenchReport {
 
         if let gsettings = r.gsettings { rows += gsettingsRows(gsettings) }
         if let sync = r.sync { rows += syncRows(sync) }
+        if let editor = r.editor { rows += editorRows(editor) }
 
         var text = "| measure | SettingsBus | dconf | ratio | target | met? |\n| --- | --- | --- | --- | --- | --- |\n"
         for row in rows {
@@ -221,6 +222,29 @@ struct BenchReport {
     }
 
     /// The GIO module against dconf's GSettings backend, in the same C app (`gsettings-probe`).
+    private func editorRows(_ run: EditorRun) -> [Row] {
+        let keys = count(run.keys)
+        return [
+            Row(
+                measure: "settings editor, \(keys) registered: start → its address (store read and walked), median",
+                settingsBus: Format.duration(run.start.p50), dconf: "—"),
+            Row(
+                measure: "… opening its page (page, script, style, `/` and a directory of 100 keys over HTTP), p50 / p99",
+                settingsBus: Format.percentiles(run.pageLoad), dconf: "—", target: "< 1 s",
+                met: run.pageLoad.p99.map { $0 < 1e9 }),
+            Row(
+                measure: "… a directory of 100 keys, each described, p50 / p99",
+                settingsBus: Format.percentiles(run.directory), dconf: "—"),
+            Row(
+                measure: "… every key's summary and description read for search, after its address",
+                settingsBus: Format.duration(run.indexed), dconf: "—"),
+            Row(
+                measure: "… search of names, summaries and descriptions matching 1 key / a tenth, p50 / p99",
+                settingsBus: "\(Format.percentiles(run.searchOne)) / \(Format.percentiles(run.searchMany))", dconf: "—",
+                target: "< 200 ms", met: run.searchMany.p99.flatMap { many in run.searchOne.p99.map { max(many, $0) < 200e6 } }),
+        ]
+    }
+
     private func gsettingsRows(_ run: GSettingsRun) -> [Row] {
         var rows: [Row] = []
         rows.append(

@@ -43,6 +43,8 @@ struct BenchResults: Sendable {
     /// Sync across machines, or why it was not measured.
     var sync: SyncRun?
     var syncMissing: String?
+    /// The settings editor on a large store.
+    var editor: EditorRun?
 }
 
 /// Concurrent writer processes writing distinct keys for a fixed time.

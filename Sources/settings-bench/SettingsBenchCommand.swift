@@ -43,7 +43,8 @@ struct SettingsBenchCommand: AsyncParsableCommand {
     @Option(
         parsing: .upToNextOption,
         help: """
-            Run only these parts: basics, delivery, writers, sizes, directories, administrator, sandbox, gsettings, sync \
+            Run only these parts: basics, delivery, writers, sizes, directories, administrator, sandbox, gsettings, sync, \
+            editor \
             (the table then has gaps).
             """)
     var only: [String] = []
@@ -113,11 +114,12 @@ struct SettingsBenchCommand: AsyncParsableCommand {
     func validate() throws {
         let parts: Set = [
             "basics", "delivery", "writers", "sizes", "directories", "administrator", "sandbox", "gsettings", "sync",
+            "editor",
         ]
         if let unknown = only.first(where: { !parts.contains($0) }) {
             throw ValidationError(
                 "unknown part '\(unknown)'; use basics, delivery, writers, sizes, directories, administrator, "
-                    + "sandbox, gsettings or sync")
+                    + "sandbox, gsettings, sync or editor")
         }
     }
 
@@ -129,8 +131,10 @@ struct SettingsBenchCommand: AsyncParsableCommand {
         do {
             let parts =
                 only.isEmpty
-                ? ["basics", "delivery", "writers", "sizes", "directories", "administrator", "sandbox", "gsettings", "sync"]
-                : only
+                ? [
+                    "basics", "delivery", "writers", "sizes", "directories", "administrator", "sandbox", "gsettings",
+                    "sync", "editor",
+                ] : only
             if parts.contains("basics") { try await bench.measureBasics() }
             if parts.contains("delivery") { try await bench.measureDelivery() }
             if parts.contains("writers") { try await bench.measureWriters() }
@@ -140,6 +144,7 @@ struct SettingsBenchCommand: AsyncParsableCommand {
             if parts.contains("sandbox") { try await bench.measureSandbox() }
             if parts.contains("gsettings") { try await bench.measureGSettings() }
             if parts.contains("sync") { try await bench.measureSync() }
+            if parts.contains("editor") { try await bench.measureEditor() }
         } catch {
             progress("failed: \(error)")
             await bench.finish()

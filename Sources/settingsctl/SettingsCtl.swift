@@ -42,7 +42,7 @@ struct SettingsCtl: AsyncParsableCommand {
             GetCommand.self, SetCommand.self, ResetCommand.self, ListCommand.self, TreeCommand.self,
             DumpCommand.self, LoadCommand.self, WatchCommand.self, DescribeCommand.self, RegisterCommand.self,
             UnregisterCommand.self, CheckCommand.self, CheckAdminCommand.self, StatusCommand.self,
-            SyncCommand.self, LogCommand.self, UndoCommand.self,
+            SyncCommand.self, LogCommand.self, UndoCommand.self, EditCommand.self,
         ])
 
     /// Parses the command line, runs the verb and exits with the status of ``ExitStatus``.

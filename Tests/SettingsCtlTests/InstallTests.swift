@@ -21,6 +21,7 @@ struct InstallTests {
         "share/dbus-1/services/io.github.settingsbus.SandboxedSettings1.service",
         "share/dbus-1/services/org.freedesktop.impl.portal.desktop.settingsbus.service",
         "share/xdg-desktop-portal/portals/settingsbus.portal",
+        "bin/settings-editor",
         "share/bash-completion/completions/settingsctl", "share/zsh/site-functions/_settingsctl",
         "share/fish/vendor_completions.d/settingsctl.fish",
     ]
