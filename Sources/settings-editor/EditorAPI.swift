@@ -324,7 +324,7 @@ struct EditorAPI: Sendable {
         return reply.value
     }
 
-    // MARK: Helpers
+    // MARK: Parsing, describing, paths
 
     /// Reads GVariant text as the key's registered type (or, for a key without a schema, its value's type;
     /// else as the text's own type).

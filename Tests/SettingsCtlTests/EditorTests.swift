@@ -99,6 +99,16 @@ struct EditorTests {
         }
     }
 
+    /// Runs `body` with a running editor, and ends the editor however `body` ends.
+    static func whileRunning(_ editor: RunningProcess, _ body: () async throws -> Void) async throws {
+        do {
+            try await body()
+        } catch {
+            _ = await editor.terminate()
+            throw error
+        }
+    }
+
     @Test func theEditorWorksInARealBrowser() async throws {
         for program in ["/usr/bin/chromium", "/usr/bin/chromedriver"] {
             #expect(
@@ -107,22 +117,24 @@ struct EditorTests {
         }
         try await Self.withEditorStore { bus in
             let (editor, url) = try await Self.startEditor(bus)
-            #expect(url.hasPrefix("http://127.0.0.1:") && url.contains("/login?token="), "\(url)")
-            let screenshot = FileManager.default.temporaryDirectory.appendingPathComponent(
-                "settings-editor-\(UUID().uuidString).png")
-            defer { try? FileManager.default.removeItem(at: screenshot) }
-            let script = Ctl.repository.appendingPathComponent("Tests/Browser/editor_browser.py").path
-            let result = try await TestProcess.run(
-                "/usr/bin/python3", [script, url, try Ctl.path(), bus.address, screenshot.path],
-                environment: bus.environment, timeLimit: .seconds(240))
-            #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
-            let checks = result.stdout.split(separator: "\n").filter { $0.hasPrefix("ok: ") }
-            #expect(checks.count == 24, "\(result.stdout)")
-            let picture = try Data(contentsOf: screenshot)
-            #expect(picture.starts(with: [0x89, 0x50, 0x4E, 0x47]), "the screenshot is a PNG")
-            if let keep = ProcessInfo.processInfo.environment["SETTINGS_EDITOR_SCREENSHOT"] {
-                try? FileManager.default.removeItem(atPath: keep)
-                try FileManager.default.copyItem(at: screenshot, to: URL(fileURLWithPath: keep))
+            try await Self.whileRunning(editor) {
+                #expect(url.hasPrefix("http://127.0.0.1:") && url.contains("/login?token="), "\(url)")
+                let screenshot = FileManager.default.temporaryDirectory.appendingPathComponent(
+                    "settings-editor-\(UUID().uuidString).png")
+                defer { try? FileManager.default.removeItem(at: screenshot) }
+                let script = Ctl.repository.appendingPathComponent("Tests/Browser/editor_browser.py").path
+                let result = try await TestProcess.run(
+                    "/usr/bin/python3", [script, url, try Ctl.path(), bus.address, screenshot.path],
+                    environment: bus.environment, timeLimit: .seconds(240))
+                #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
+                let checks = result.stdout.split(separator: "\n").filter { $0.hasPrefix("ok: ") }
+                #expect(checks.count == 24, "\(result.stdout)")
+                let picture = try Data(contentsOf: screenshot)
+                #expect(picture.starts(with: [0x89, 0x50, 0x4E, 0x47]), "the screenshot is a PNG")
+                if let keep = ProcessInfo.processInfo.environment["SETTINGS_EDITOR_SCREENSHOT"] {
+                    try? FileManager.default.removeItem(atPath: keep)
+                    try FileManager.default.copyItem(at: screenshot, to: URL(fileURLWithPath: keep))
+                }
             }
             let clock = ContinuousClock()
             let start = clock.now
@@ -139,10 +151,12 @@ struct EditorTests {
             let editor = try RunningProcess.start(
                 try Ctl.path(), ["edit", "--no-browser", "--bus", bus.address, "/test/editor/"],
                 environment: bus.environment)
-            let url = try #require(try await editor.nextLine())
-            #expect(url.hasPrefix("http://127.0.0.1:") && url.contains("/login?token="), "\(url)")
-            // The one line is all it prints: the page is served until a signal.
-            #expect(Self.children(of: editor.child.pid).isEmpty)
+            try await Self.whileRunning(editor) {
+                let url = try #require(try await editor.nextLine())
+                #expect(url.hasPrefix("http://127.0.0.1:") && url.contains("/login?token="), "\(url)")
+                // The one line is all it prints: the page is served until a signal.
+                #expect(Self.children(of: editor.child.pid).isEmpty)
+            }
             let clock = ContinuousClock()
             let start = clock.now
             editor.child.signal(SIGTERM)
