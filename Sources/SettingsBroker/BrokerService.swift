@@ -47,6 +47,11 @@ public final class BrokerService: Sendable {
         public var sync: (any StoreSync)?
         /// How much history of commits the store keeps (`--history-limit`, `--history-age`, `--history-size`).
         public var history = HistoryLimits()
+        /// Whether callers are identified and sandboxed apps confined to their own keys, with the sandboxed apps'
+        /// name and the desktop portal's backend (decision 0033): for a user's broker. The machine-wide broker
+        /// leaves it off: every user may read what it holds and only root may write, and its unit hides other
+        /// users' processes from it (`ProtectProc=invisible`), so it could prove no caller.
+        public var confinesSandboxedApps = true
 
         /// The folders of schema files searched when none is given: `settingsbus/schemas` under
         /// `$XDG_DATA_HOME` (`~/.local/share`) and under each folder of `$XDG_DATA_DIRS`
@@ -220,6 +225,7 @@ public final class BrokerService: Sendable {
         let shared = SharedKeys(
             administratorFile: configuration.administratorFolder.map { $0 + "/sandbox-shared" },
             userFile: StoreFiles.directory(of: store.path) + "/sandbox-shared")
+        let confines = configuration.confinesSandboxedApps
         let confinement = Confinement(peers: PeerIdentities(), shared: shared)
         let moreStatus: @Sendable () -> [String: DBusValue] = { [sync = configuration.sync] in
             var fields = vendor.status().merging(administrator?.status() ?? [:]) { own, _ in own }
@@ -230,7 +236,7 @@ public final class BrokerService: Sendable {
         }
         let interface = SettingsInterface.interface(
             writes: writes, secretReaders: configuration.secretReaders, activity: { [weak self] in self?.touch() },
-            moreStatus: moreStatus, confinement: confinement)
+            moreStatus: moreStatus, confinement: confines ? confinement : nil)
         let sandboxedConfinement = Confinement(peers: confinement.peers, shared: shared, unicastsChanges: true)
         let sandboxedInterface = SettingsInterface.interface(
             writes: writes, secretReaders: configuration.secretReaders, activity: { [weak self] in self?.touch() },
@@ -238,7 +244,7 @@ public final class BrokerService: Sendable {
         let names = NameFollowing()
         let portal: PortalSettings? =
             switch configuration.bus {
-            case .session, .address: PortalSettings(store: store, logger: logger)
+            case .session, .address: confines ? PortalSettings(store: store, logger: logger) : nil
             case .system, .peer: nil
             }
         let lost = Atomic<Bool>(false)
@@ -256,7 +262,7 @@ public final class BrokerService: Sendable {
                 BrokerPart(
                     "bus name",
                     start: {
-                        try await names.follow(on: connection, peers: confinement.peers)
+                        if confines { try await names.follow(on: connection, peers: confinement.peers) }
                         try await connection.export([interface], at: SettingsBusNames.objectPath)
                         guard try await connection.requestName(name, flags: [.doNotQueue]) == .primaryOwner else {
                             throw StartError(
@@ -281,6 +287,7 @@ public final class BrokerService: Sendable {
                 BrokerPart(
                     "sandboxed apps' name",
                     start: { [logger, configuration] in
+                        guard confines else { return }
                         try await names.serveSandboxedApps(
                             bus: configuration.bus, interface: sandboxedInterface, writes: writes,
                             confinement: sandboxedConfinement, logger: logger)

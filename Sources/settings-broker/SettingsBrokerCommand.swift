@@ -334,6 +334,8 @@ struct SettingsBrokerCommand {
                     : schemaDirectories,
                 administratorFolder: administratorFolder, secretReaders: readers)
         configuration.pollingFolders = pollFolders
+        // The machine-wide broker confines no caller (BrokerService.Configuration.confinesSandboxedApps).
+        configuration.confinesSandboxedApps = bus != "system"
         // The options were checked when they were read (init).
         if let sync = try? syncConfiguration() {
             logger.info(
