@@ -48,7 +48,7 @@ public final class BusSettingsStore: SettingsStore {
     ///
     /// - Parameters:
     ///   - bus: the session bus (the default), the system bus, or a bus at an address.
-    ///   - busName: the broker's bus name: by default ``SettingsModel/SettingsBusNames/clientBusName``, the name
+    ///   - busName: the broker's bus name: by default `SettingsBusNames.clientBusName`, the name
     ///     for sandboxed apps inside a Flatpak sandbox and the broker's own name elsewhere.
     ///   - timeout: how long a call waits for the broker.
     public init(
