@@ -20,6 +20,19 @@ let swiftSettings: [SwiftSetting] = [
 let brokerReleaseCompile: [SwiftSetting] = [
     .unsafeFlags(["-Xfrontend", "-function-sections"], .when(platforms: [.linux], configuration: .release))
 ]
+/// GIO's headers and libraries (Debian's `libglib2.0-dev`), for the C targets that use them: what
+/// `pkg-config gio-2.0` gives, without its `-pthread`, which SwiftPM refuses with a warning on every build.
+/// `glibconfig.h` is in the machine's multiarch folder.
+#if arch(arm64)
+let multiarch = "aarch64-linux-gnu"
+#else
+let multiarch = "x86_64-linux-gnu"
+#endif
+let gioCompile: [CSetting] = [
+    .unsafeFlags(["-I/usr/include/glib-2.0", "-I/usr/lib/\(multiarch)/glib-2.0/include"])
+]
+let gioLink: [LinkerSetting] = [.linkedLibrary("gio-2.0"), .linkedLibrary("gobject-2.0"), .linkedLibrary("glib-2.0")]
+
 let brokerReleaseLink: [LinkerSetting] = [
     .unsafeFlags(
         [
@@ -106,17 +119,14 @@ let package = Package(
             name: "CSandbox",
             path: "Sources/CSandbox"
         ),
-        .systemLibrary(
-            name: "CGio",
-            pkgConfig: "gio-2.0",
-            providers: [.apt(["libglib2.0-dev"])]
-        ),
         .target(
             name: "CGSettingsBackend",
-            dependencies: ["CGio"],
+            cSettings: gioCompile,
             // GIO loads the module into every GSettings app, so it needs no Swift runtime: without swiftc's
             // start-up object, and linked by scripts/ld-as-needed, which drops the libswiftCore swiftc names.
-            linkerSettings: [.unsafeFlags(["-nostartfiles", "-ld-path=\(Context.packageDirectory)/scripts/ld-as-needed"])]
+            linkerSettings: gioLink + [
+                .unsafeFlags(["-nostartfiles", "-ld-path=\(Context.packageDirectory)/scripts/ld-as-needed"])
+            ]
         ),
         .target(
             name: "SyncProtocol",
@@ -205,7 +215,8 @@ let package = Package(
         // (Sources/settings-bench/Bench+GSettings.swift).
         .executableTarget(
             name: "gsettings-probe",
-            dependencies: ["CGio"]
+            cSettings: gioCompile,
+            linkerSettings: gioLink
         ),
         .executableTarget(
             name: "settingsctl",
