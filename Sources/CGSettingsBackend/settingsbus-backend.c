@@ -7,7 +7,9 @@
 // How it keeps GLib's contract for backends:
 // - Reads come from a local copy of each directory in use. The first read below a directory (or GSettings'
 //   subscribe) watches it (Changed, matched with arg0path in the bus daemon) and then reads it whole
-//   (ReadTree), before the read returns: every `gsettings` command is a new process that reads once.
+//   (ReadTreeWithoutSchemaDefaults), before the read returns: every `gsettings` command is a new process that
+//   reads once. A key that reads only its schema's default is not in the copy: GSettings gives its own default
+//   (translated, or the desktop's), and g_settings_get_user_value() is NULL for it.
 // - Writes never block: the copy changes, `changed` is emitted, and the write is handed to a writer thread that
 //   calls the broker, one write after another in the order they were made. A write the broker refuses (a type,
 //   range or choice, a lock) is undone in the copy, with `changed` again, and logged with the broker's error.
@@ -188,6 +190,22 @@ static GVariant *call_broker(SettingsBusBackend *self, const gchar *method, GVar
                                        NULL, error);
 }
 
+// Reads the values of a directory that the user or the administrator set, `(a{sv}t)` (NULL, with `error` set,
+// when it fails): a key that reads only its schema's default is left out, so that GSettings gives its own
+// default (translated, or the desktop's) and g_settings_get_user_value() is NULL for it. A broker older than
+// version 4 answers UnknownMethod, and its ReadTree then gives every value, defaults included.
+static GVariant *read_directory(SettingsBusBackend *self, const gchar *directory, GError **error) {
+    GError *unknown = NULL;
+    GVariant *reply = call_broker(self, "ReadTreeWithoutSchemaDefaults", g_variant_new("(s)", directory), "(a{sv}t)",
+                                  &unknown);
+    if (reply || !g_error_matches(unknown, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_METHOD)) {
+        if (unknown) g_propagate_error(error, unknown);
+        return reply;
+    }
+    g_error_free(unknown);
+    return call_broker(self, "ReadTree", g_variant_new("(s)", directory), "(a{sv}t)", error);
+}
+
 // MARK: - The signal thread
 
 typedef struct {
@@ -244,7 +262,7 @@ static void load_directory(SettingsBusBackend *self, const gchar *directory) {
     // Watched before it is read, so that no change falls between the two.
     guint subscription = subscribe(self, directory);
     GError *error = NULL;
-    GVariant *reply = call_broker(self, "ReadTree", g_variant_new("(s)", directory), "(a{sv}t)", &error);
+    GVariant *reply = read_directory(self, directory, &error);
     // The administrator's locks over its keys, so that a write of a locked key is refused at once (a broker
     // older than Locks answers UnknownMethod: the writes are then judged by the broker alone).
     GVariant *locks = reply ? call_broker(self, "Locks", g_variant_new("(s)", directory), "(as)", NULL) : NULL;
@@ -327,7 +345,7 @@ static void settings_bus_backend_unsubscribe(GSettingsBackend *backend, const gc
 static void reload_directory(SettingsBusBackend *self, const gchar *path) {
     GError *error = NULL;
     gchar *directory = g_str_has_suffix(path, "/") ? g_strdup(path) : directory_of(path);
-    GVariant *reply = call_broker(self, "ReadTree", g_variant_new("(s)", directory), "(a{sv}t)", &error);
+    GVariant *reply = read_directory(self, directory, &error);
     if (!reply) {
         g_warning("settingsbus: cannot read %s again: %s", directory, error->message);
         g_error_free(error);
@@ -383,7 +401,8 @@ static void take_change_locked(SettingsBusBackend *self, const gchar *key, GVari
     if (watch && serial > watch->serial) confirm_locked(self, key, value, serial, TRUE, changed);
 }
 
-// Changed(path, values, removed, serial, origin), on the signal thread.
+// Changed(path, values, removed, serial, origin), on the signal thread. A key left with its schema's default is in
+// both lists (version 4): it is taken as removed, after its value, so that GSettings gives its own default.
 static void on_changed(GDBusConnection *bus, const gchar *sender, const gchar *object_path,
                        const gchar *interface_name, const gchar *signal_name, GVariant *parameters, gpointer data) {
     (void) bus, (void) sender, (void) object_path, (void) interface_name, (void) signal_name;

@@ -243,16 +243,21 @@ extension DurableStore {
     }
 
     /// Adds the effective values of changed keys to a change, as ``SettingsRules/changedKey(_:effective:schema:)``
-    /// reports them: a secret key without its value.
+    /// reports them: a secret key without its value. A key left with nothing but its schema's default carries
+    /// the default and is listed as removed too (no value of the user's or the administrator's is left).
     static func describe(_ keys: ArraySlice<SettingPath>, _ state: CommittedState, into change: inout CommittedChange) {
         for key in keys {
             let schema = state.schemas[key]
-            let changed = SettingsRules.changedKey(
-                key, effective: state.effectiveValue(state.userValue(key), schema, key: key), schema: schema)
+            let user = state.userValue(key)
+            let effective = state.effectiveValue(user, schema, key: key)
+            let changed = SettingsRules.changedKey(key, effective: effective, schema: schema)
             if changed.isSecret {
                 change.secretKeys.append(key.rawValue)
             } else if let value = changed.value {
                 change.values.append(CommittedChange.Value(key: key.rawValue, value: value))
+                if user?.value != value, state.source(of: key, user: user, schema: schema, effective: value) == .schema {
+                    change.removed.append(key.rawValue)
+                }
             } else {
                 change.removed.append(key.rawValue)
             }

@@ -72,8 +72,11 @@ extension DurableStore {
     ///
     /// Read in pieces of ``readPiece`` keys, each under the lock (see ``readInPieces(_:_:)``), so that a large
     /// directory does not hold up `Get`s meanwhile; the reply is the directory as of one serial all the same.
+    ///
+    /// With `schemaDefaults` false, a key that reads its schema's default (no value of the user or the
+    /// administrator is served) is left out, as `ReadTreeWithoutSchemaDefaults` reads.
     func readTree(
-        _ directory: SettingDirectory, includingSecrets: Bool
+        _ directory: SettingDirectory, includingSecrets: Bool, schemaDefaults: Bool = true
     ) -> (values: [String: DBusValue], serial: UInt64, withheld: Bool) {
         var result: [String: DBusValue] = [:]
         var withheld = false
@@ -86,9 +89,14 @@ extension DurableStore {
                 if let schema, schema.isSecret, !includingSecrets {
                     withheld = true
                 } else if state.administrator.isEmpty {
-                    if let value = CommittedState.effectiveValue(user, schema) { result[key] = value }
-                } else if let value = state.effectiveValue(user, schema, key: SettingPath(unchecked: key)) {
-                    result[key] = value
+                    guard let value = CommittedState.effectiveValue(user, schema) else { return }
+                    if schemaDefaults || user?.value == value { result[key] = value }
+                } else {
+                    let path = SettingPath(unchecked: key)
+                    guard let value = state.effectiveValue(user, schema, key: path) else { return }
+                    if schemaDefaults || state.source(of: path, user: user, schema: schema, effective: value) != .schema {
+                        result[key] = value
+                    }
                 }
             }
         }
@@ -183,16 +191,8 @@ extension DurableStore {
             lastChange: user?.serial ?? lastResetSerial(of: key), writable: lock == nil)
         description.lock = lock
         description.administratorDefault = adminDefault?.value
-        let servedAdminDefault = adminDefault.flatMap { SettingsRules.administratorDefault($0.value, under: schema) }
-        if effective == nil {
-            description.source = .none
-        } else if lock == nil, let user, effective == user.value {
-            description.source = .user
-        } else if servedAdminDefault != nil {
-            description.source = .administrator
-        } else {
-            description.source = .schema
-        }
+        description.source = CommittedState.source(
+            of: key, user: user, schema: schema, effective: effective, administrator: administrator)
         return description
     }
 }
@@ -259,6 +259,32 @@ struct CommittedState {
     func effectiveValue(_ user: UserValue?, _ schema: SettingSchema?, key: SettingPath) -> DBusValue? {
         if administrator.isEmpty { return Self.effectiveValue(user, schema) }
         return SettingsRules.effectiveValue(user, schema, key: key, administrator: administrator)
+    }
+
+    /// Where the effective value `effective` of a key with this user value and schema comes from.
+    func source(
+        of key: SettingPath, user: UserValue?, schema: SettingSchema?, effective: DBusValue?
+    ) -> KeyDescription.Source {
+        Self.source(of: key, user: user, schema: schema, effective: effective, administrator: administrator)
+    }
+
+    /// Where an effective value comes from: the user's value when it is served (the key is not locked and reads
+    /// it), else the administrator's default when one is served, else the schema's default.
+    static func source(
+        of key: SettingPath, user: UserValue?, schema: SettingSchema?, effective: DBusValue?,
+        administrator: AdministratorLayer
+    ) -> KeyDescription.Source {
+        guard let effective else { return .none }
+        if let user, effective == user.value, administrator.isEmpty || administrator.lock(of: key) == nil {
+            return .user
+        }
+        if !administrator.isEmpty,
+            let adminDefault = administrator.defaults[key],
+            SettingsRules.administratorDefault(adminDefault.value, under: schema) != nil
+        {
+            return .administrator
+        }
+        return .schema
     }
 
     /// The effective value of a key with this user value and schema (``SettingsRules/effectiveValue(_:_:)``).

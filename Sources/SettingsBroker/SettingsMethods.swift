@@ -44,6 +44,7 @@ struct SettingsMethods: Sendable {
             task(Settings1.StatusRequest.self, status),
             task(Settings1.HistoryRequest.self, history),
             task(Settings1.LocksRequest.self, locks),
+            task(Settings1.ReadTreeWithoutSchemaDefaultsRequest.self, readTreeWithoutSchemaDefaults),
         ]
     }
 
@@ -71,12 +72,25 @@ struct SettingsMethods: Sendable {
     /// The values of secret keys are left out for a caller that may not read them (asked for its user only
     /// when the directory holds one).
     func readTree(_ call: DBusMethodCall, _ request: Settings1.ReadTreeRequest) throws -> Settings1.ValuesReply {
-        try confine(call, directory: request.directory)
-        let (values, serial, withheld) = store.readTree(request.directory, includingSecrets: readsSecrets(call))
+        try readTree(call, request.directory, schemaDefaults: true)
+    }
+
+    /// `ReadTree` without the keys that read their schema's default.
+    func readTreeWithoutSchemaDefaults(
+        _ call: DBusMethodCall, _ request: Settings1.ReadTreeWithoutSchemaDefaultsRequest
+    ) throws -> Settings1.ValuesReply {
+        try readTree(call, request.directory, schemaDefaults: false)
+    }
+
+    private func readTree(_ call: DBusMethodCall, _ directory: SettingDirectory, schemaDefaults: Bool) throws
+        -> Settings1.ValuesReply
+    {
+        try confine(call, directory: directory)
+        let (values, serial, withheld) = store.readTree(
+            directory, includingSecrets: readsSecrets(call), schemaDefaults: schemaDefaults)
         if withheld, call.senderUnixUser == nil { throw DBusMethodCall.SenderUnixUserNeeded() }
         return try SettingsInterface.fitting(
-            Settings1.ValuesReply(values: Settings1.ValueMap(values), serial: serial),
-            "the values under \(request.directory)")
+            Settings1.ValuesReply(values: Settings1.ValueMap(values), serial: serial), "the values under \(directory)")
     }
 
     func locks(_ call: DBusMethodCall, _ request: Settings1.LocksRequest) throws -> Settings1.LocksReply {

@@ -254,8 +254,15 @@ final class StorePersistence: Sendable {
             range = SettingRange(min: try GVariantText.parse(min, as: type), max: try GVariantText.parse(max, as: type))
         }
         var choices: [DBusValue]?
-        if let text = row.optionalText(7), case .array(_, let elements) = try GVariantText.parse(text, as: .array(type)) {
-            choices = elements
+        if let text = row.optionalText(7) {
+            // Choices of the key's type, or of its element type (a set of flags).
+            let parsed: DBusValue
+            if case .array(let element) = type, let flags = try? GVariantText.parse(text, as: .array(element)) {
+                parsed = flags
+            } else {
+                parsed = try GVariantText.parse(text, as: .array(type))
+            }
+            if case .array(_, let elements) = parsed { choices = elements }
         }
         return SettingSchema(
             type: type, defaultValue: defaultValue, summary: row.optionalText(3), description: row.optionalText(4),
@@ -454,7 +461,7 @@ final class StorePersistence: Sendable {
 
     private static func insert(_ schema: SettingSchema, at path: String, _ db: SQLiteConnection) throws {
         let type = schema.type
-        let choices = schema.choices.map { GVariantText.format(.array(type, $0)) }
+        let choices = schema.choices.map { GVariantText.format(.array(schema.choiceType, $0)) }
         try db.execute(
             """
             INSERT OR REPLACE INTO schemas

@@ -193,8 +193,14 @@ final class VendorSchemas: Sendable {
         for (file, _) in parsed { meanwhile[file] = previous[file] }
         publish(files, meanwhile)
         var claimed = Set<SettingPath>()
+        // A GSettings source replaces what the store holds, as glib-compile-schemas would: a package's new version
+        // may narrow a key (fewer choices), and a value it refuses is kept, not served (decision 0013).
+        let gsettingsFiles = Set(gsettings.files)
         for (file, schemas) in parsed {
-            if let problem = register(file, schemas, skipping: &claimed, previous: previous) { problems[file] = problem }
+            let replacing = gsettingsFiles.contains(file)
+            if let problem = register(file, schemas, replacing: replacing, skipping: &claimed, previous: previous) {
+                problems[file] = problem
+            }
         }
         publish(files, problems)
         // Said again only when it changed: a reading for another folder's change repeats nothing.
@@ -215,7 +221,8 @@ final class VendorSchemas: Sendable {
 
     /// Registers the schemas of one file that no earlier file claimed; nil when that worked.
     private func register(
-        _ file: String, _ parsed: [SettingPath: SettingSchema], skipping claimed: inout Set<SettingPath>, previous: Problems
+        _ file: String, _ parsed: [SettingPath: SettingSchema], replacing: Bool, skipping claimed: inout Set<SettingPath>,
+        previous: Problems
     ) -> Problem? {
         let mine = parsed.filter { !claimed.contains($0.key) }.sorted { $0.key < $1.key }
         claimed.formUnion(mine.map(\.key))
@@ -223,8 +230,10 @@ final class VendorSchemas: Sendable {
         guard !changed.isEmpty else { return nil }
         let result = Locked<Result<UInt64, SettingsError>?>(nil)
         let semaphore = DispatchSemaphore(value: 0)
+        var changeset = Changeset(registrations: changed.map { ($0.key, $0.value) }, origin: "schema file \(file)")
+        changeset.replacing = replacing
         writes.write(
-            Changeset(registrations: changed.map { ($0.key, $0.value) }, origin: "schema file \(file)"),
+            changeset,
             for: .then { outcome in
                 result.withLock { $0 = outcome }
                 semaphore.signal()

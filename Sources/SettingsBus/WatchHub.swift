@@ -400,14 +400,15 @@ final class WatchHub: Sendable {
             // The key's own name is all there is to look for: no other name needs to be read as a path.
             let name = key.rawValue
             for (text, value) in signal.values where text == name { update.values[key] = value }
-            for text in signal.removed where text == name { update.removed.insert(key) }
+            // A key left with its schema's default is in both lists: it has a value, the default.
+            for text in signal.removed where text == name && update.values[key] == nil { update.removed.insert(key) }
         case .directory:
             for (text, value) in signal.values {
                 guard let key = try? SettingPath(text), location.contains(key) else { continue }
                 update.values[key] = value
             }
             for text in signal.removed {
-                guard let key = try? SettingPath(text), location.contains(key) else { continue }
+                guard let key = try? SettingPath(text), location.contains(key), update.values[key] == nil else { continue }
                 update.removed.insert(key)
             }
         }

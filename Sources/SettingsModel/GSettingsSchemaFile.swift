@@ -53,6 +53,8 @@ package struct GSettingsSchemaFile: Sendable {
         package var range: (min: String?, max: String?, line: Int)?
         /// The `<choice>` values, with the line of `<choices>`.
         package var choices: (values: [String], line: Int)?
+        /// The `<alias>` values (GSettings reads each as its target).
+        package var aliases: [String] = []
         package var line: Int
     }
 
@@ -172,6 +174,8 @@ package struct GSettingsSchemaFile: Sendable {
                         throw Problem(line: alias.line, "<\(alias.name)> is not allowed in <aliases>; expected <alias value='…' target='…'/>")
                     }
                     try check(alias, allowing: ["value", "target"])
+                    key.aliases.append(try attribute("value", of: alias))
+                    _ = try attribute("target", of: alias)
                 }
             default:
                 throw Problem(

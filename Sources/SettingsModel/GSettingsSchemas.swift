@@ -8,14 +8,13 @@ import DBus
 ///
 /// - A key's type: `type="…"` (a GVariant type string; a maybe type `mT` is an array `aT` of no element or
 ///   one, as the GIO module `settingsbus` stores it); `enum="id"`, a string among the enumeration's nicks;
-///   `flags="id"`, an array of strings. The broker's schemas cannot say "each element among the choices", so a
-///   flags key, and an `as` or `ms` key with `<choices>`, is registered with its type and default only: GSettings
-///   itself keeps its writes among the nicks, and the broker checks the type.
+///   `flags="id"`, an array of strings, each among the flags' nicks (choices of the element type). An `as` or
+///   `ms` key's `<choices>` are what each element may be.
 /// - `<default>` is GVariant text, used as written (a translated default is not translated).
 /// - `extends` gives a schema the keys and children of another (its `<override>`s give new defaults);
 ///   `<child name schema>` places a relocatable schema at the parent's path + `name/` (a child schema with
-///   a path of its own is at that path). Aliases (`<aliases>`) are not applied: the broker refuses an alias
-///   written by a script, which GSettings would read as its target.
+///   a path of its own is at that path). An alias (`<aliases>`) is accepted as one more choice, stored as
+///   written: GSettings reads it as its target, as it does from dconf.
 /// - The vendor override files of a folder (`*.gschema.override`, keyfiles of `[schema-id]` groups and
 ///   `key=value` lines, read in name order, a later file winning) change the defaults of that folder's
 ///   schemas, as `glib-compile-schemas` applies them. Groups for one desktop (`[schema-id:GNOME]`) are not
@@ -231,13 +230,11 @@ package struct GSettingsSchemas: Sendable {
                 throw fail(key.line, "type '\(LineText.excerpt(text))' has no D-Bus form (a maybe type only at the top): \(error.message)")
             }
             if let given = key.choices {
-                // The broker's choices are whole values: those of an array (`as`, or a maybe `ms`) cannot say
-                // "each element among these", so only a string key's choices are registered.
-                if type == .string {
-                    choices = given.values.map(DBusValue.string)
-                } else if type != .array(.string) {
+                // A string key's choices, or what each element of an `as` (or a maybe `ms`) may be.
+                guard type == .string || type == .array(.string) else {
                     throw fail(given.line, "<choices> is for string types, not '\(text)'")
                 }
+                choices = given.values.map(DBusValue.string)
             }
         case .enumeration(let name):
             guard let found = enumerationByID[name]?.value, !found.isFlags else {
@@ -249,8 +246,13 @@ package struct GSettingsSchemas: Sendable {
             guard let found = enumerationByID[name]?.value, found.isFlags else {
                 throw fail(key.line, "flags '\(name)' is not defined by a <flags> in a schema file")
             }
-            // The broker cannot check each element of an array among choices: the type only.
             type = .array(.string)
+            choices = found.nicks.map(DBusValue.string)
+        }
+        // GSettings reads an alias as its target: a script may write it, as to dconf.
+        if var accepted = choices {
+            for alias in key.aliases where !accepted.contains(.string(alias)) { accepted.append(.string(alias)) }
+            choices = accepted
         }
         guard let defaultText else { throw fail(key.line, "it has no <default>") }
         var schema = SettingSchema(

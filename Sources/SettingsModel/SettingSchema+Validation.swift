@@ -24,8 +24,23 @@ extension SettingSchema {
     public func accepts(_ value: DBusValue) -> Bool {
         guard value.type == type else { return false }
         if let range, !range.contains(value) { return false }
-        if let choices, !choices.contains(value) { return false }
+        if let choices, !Self.isAmong(value, choices) { return false }
         return true
+    }
+
+    /// The type of each choice: the schema's type, or its element type for a set of flags.
+    public var choiceType: DBusType {
+        if case .array(let element) = type, let first = choices?.first, first.type == element { return element }
+        return type
+    }
+
+    /// Whether a value is among choices: one of them, or, for choices of an array's element type (a set of
+    /// flags), an array whose every element is one of them.
+    static func isAmong(_ value: DBusValue, _ choices: [DBusValue]) -> Bool {
+        if case .array(let element, let elements) = value, let first = choices.first, first.type == element {
+            return elements.allSatisfy(choices.contains)
+        }
+        return choices.contains(value)
     }
 
     /// Why a stored value is not served under this schema, for people; nil when it is.
@@ -52,7 +67,12 @@ extension SettingSchema {
         if let range, !range.contains(value) {
             throw .outOfRange("value \(Self.show(value)) is out of range \(range)\(suffix)")
         }
-        if let choices, !choices.contains(value) {
+        if let choices, !Self.isAmong(value, choices) {
+            if case .array(let element, let elements) = value, choices.first?.type == element {
+                let stray = elements.first { !choices.contains($0) }.map(Self.show) ?? ""
+                throw .outOfRange(
+                    "value \(Self.show(value)) holds \(stray), which is not one of the choices \(Self.show(choices))\(suffix)")
+            }
             throw .outOfRange("value \(Self.show(value)) is not one of the choices \(Self.show(choices))\(suffix)")
         }
     }
@@ -95,7 +115,8 @@ extension SettingSchema {
         }
         if let choices {
             guard !choices.isEmpty else { throw invalid("the list of choices is empty") }
-            for choice in choices where choice.type != type {
+            // Choices of an array's element type are what each element may be (a set of flags).
+            for choice in choices where choice.type != choiceType {
                 throw invalid("the choice \(Self.show(choice)) has type '\(choice.type)', not the schema's type '\(type)'")
             }
         }

@@ -28,7 +28,8 @@ public struct SettingSchema: Sendable, Hashable {
     public var description: String?
     /// The inclusive range of accepted values; only for numeric types.
     public var range: SettingRange?
-    /// The only values accepted, when the key is an enumeration.
+    /// The only values accepted, when the key is an enumeration; for an array type, choices of its element type
+    /// are what each element may be (a set of flags: `as` with string choices).
     public var choices: [DBusValue]?
     /// Whether the key's values are secret: the broker then leaves them out of `Changed` signals, which every
     /// process on the bus may receive, and clients read them with a method call instead, which the broker

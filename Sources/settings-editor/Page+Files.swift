@@ -204,7 +204,8 @@ function editorFor(info, readonlyReason) {
     editor = el("input", { type: "checkbox", role: "switch", "aria-label": key });
     editor.checked = value && value.plain === "true";
     editor.addEventListener("change", () => onChange(editor.checked ? "true" : "false", editor.checked ? "true" : "false"));
-  } else if (info.choices) {
+  } else if (info.choices && !type.startsWith("a")) {
+    // A set of flags (an array whose elements are among the choices) takes the list editor below.
     editor = el("select", { "aria-label": key });
     for (const choice of info.choices) {
       const option = el("option", { value: choice.plain, text: choice.string !== undefined ? choice.string : choice.plain });

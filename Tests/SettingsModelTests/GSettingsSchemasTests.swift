@@ -115,7 +115,8 @@ struct GSettingsSchemasTests {
         let mode = try #require(schemas[Self.key("/org/example/demo/mode")])
         #expect(mode.type == .string && mode.choices == [.string("off"), .string("on")] && mode.defaultValue == .string("off"))
         let parts = try #require(schemas[Self.key("/org/example/demo/parts")])
-        #expect(parts.type == .array(.string) && parts.choices == nil)
+        // A set of flags: each element among the nicks.
+        #expect(parts.type == .array(.string) && parts.choices == [.string("a"), .string("b")], "\(parts)")
         #expect(parts.defaultValue == .array(.string, [.string("a")]))
         let colour = try #require(schemas[Self.key("/org/example/demo/colour")])
         #expect(colour.choices == [.string("red"), .string("blue")] && colour.defaultValue == .string("red"))

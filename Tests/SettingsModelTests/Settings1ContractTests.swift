@@ -57,6 +57,7 @@ struct Settings1ContractTests {
         Sample(Settings1.ListReply(children: ["theme", "fonts/"])),
         Sample(Settings1.LocksRequest(directory: directory("/org/example/"))),
         Sample(Settings1.LocksReply(locks: ["/org/", "/org/example/kiosk/wallpaper"])),
+        Sample(Settings1.ReadTreeWithoutSchemaDefaultsRequest(directory: directory("/org/gnome/desktop/interface/"))),
         Sample(Settings1.SetRequest(key: key("/org/example/theme"), value: .variant(.string("dark")))),
         Sample(Settings1.SetFromStringRequest(key: key("/org/example/ids"), text: "[1, 2]")),
         Sample(

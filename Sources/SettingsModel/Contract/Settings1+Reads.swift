@@ -96,6 +96,35 @@ extension Settings1 {
         public var body: [DBusValue] { [.string(directory.rawValue)] }
     }
 
+    /// `ReadTreeWithoutSchemaDefaults(s dir) → (a{sv} values, t serial)` (since version 4): ``ReadTreeRequest``
+    /// without the keys that read their schema's default, that is every key under a directory with a value of the
+    /// user's or the administrator's (a default or a lock) that it reads.
+    ///
+    /// A GSettings backend reads a directory so: GSettings then gives a key left out its own default (translated,
+    /// or a desktop's), and `g_settings_get_user_value()` is NULL for it. ``ChangedSignal`` lists a key that comes
+    /// to read its schema's default among its removed keys.
+    public struct ReadTreeWithoutSchemaDefaultsRequest: Request {
+        public typealias Reply = ValuesReply
+        public static let method: MemberName = "ReadTreeWithoutSchemaDefaults"
+        public static let arguments = [DBusArgument("dir", .string)]
+        public static var sinceVersion: UInt32 { 4 }
+
+        /// The directory to read.
+        public var directory: SettingDirectory
+
+        /// Makes the request.
+        public init(directory: SettingDirectory) {
+            self.directory = directory
+        }
+
+        public init(_ body: [DBusValue]) throws(SettingsError) {
+            let reader = try BodyReader(body, Self.arguments, "ReadTreeWithoutSchemaDefaults")
+            directory = try reader.directory(0)
+        }
+
+        public var body: [DBusValue] { [.string(directory.rawValue)] }
+    }
+
     /// The reply of `GetMany` and `ReadTree`: `(a{sv} values, t serial)`, the values read at one serial.
     ///
     /// The values' names are the keys as text; the reader reads them as keys (``SettingPath``) where it needs

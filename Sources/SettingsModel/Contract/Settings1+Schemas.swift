@@ -394,7 +394,7 @@ extension Settings1 {
                 if let summary = schema.summary { fields.append(("summary", .string(summary))) }
                 if let text = schema.description { fields.append(("description", .string(text))) }
                 if let range = schema.range { fields.append(("range", .structure([range.min, range.max]))) }
-                if let choices = schema.choices { fields.append(("choices", .array(schema.type, choices))) }
+                if let choices = schema.choices { fields.append(("choices", .array(schema.choiceType, choices))) }
                 fields.append(("secret", .boolean(schema.isSecret)))
                 if schema.isMachineLocal { fields.append(("machine-local", .boolean(true))) }
             }

@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import DBus
+import Foundation
+import SettingsBus
+import SettingsBusTesting
+import SettingsModel
+import Testing
+
+/// What GSettings decides itself stays GSettings': a key nobody set reads GSettings' own default (here a desktop's
+/// override group, which the broker, serving every desktop, does not apply) with `g_settings_get_user_value()`
+/// NULL, also after another process resets it; and the broker holds flags, `as` choices and aliases as GSettings
+/// does, for every writer.
+@Suite(.timeLimit(.minutes(2)))
+struct GSettingsDefaultsTests {
+    static let look = """
+        <schemalist>
+          <flags id="org.example.Look.Features">
+            <value nick="one" value="1"/>
+            <value nick="two" value="2"/>
+            <value nick="three" value="4"/>
+          </flags>
+          <schema id="org.example.Look" path="/org/example/look/">
+            <key name="size" type="i"><default>4</default></key>
+            <key name="features" flags="org.example.Look.Features"><default>['one']</default></key>
+            <key name="tags" type="as">
+              <choices><choice value="red"/><choice value="blue"/></choices>
+              <default>[]</default>
+            </key>
+            <key name="colour" type="s">
+              <choices><choice value="red"/><choice value="blue"/></choices>
+              <aliases><alias value="crimson" target="red"/></aliases>
+              <default>'blue'</default>
+            </key>
+          </schema>
+        </schemalist>
+        """
+
+    /// A python3-gi app on desktop `TestDesk`: it prints `size`'s value and user value, then, for each write given,
+    /// makes it with gdbus and prints them again once its `changed` handler ran (or `timeout` after 10 s).
+    static let app = """
+        import subprocess, sys
+        from gi.repository import Gio, GLib
+        settings = Gio.Settings.new('org.example.Look')
+        def show(label):
+            user = settings.get_user_value('size')
+            print(label, settings.get_int('size'), 'none' if user is None else user.print_(False), flush=True)
+        show('start')
+        loop = GLib.MainLoop()
+        for label, method, arguments in [('set', 'Set', ['/org/example/look/size', '<8>']),
+                                         ('reset', 'Reset', ['/org/example/look/size'])]:
+            handler = settings.connect('changed::size', lambda *_: loop.quit())
+            timer = GLib.timeout_add_seconds(10, lambda: (print('timeout', flush=True), loop.quit()) and False)
+            subprocess.run(['gdbus', 'call', '--session', '--dest', 'io.github.settingsbus.Settings1',
+                            '--object-path', '/io/github/settingsbus/Settings1',
+                            '--method', 'io.github.settingsbus.Settings1.' + method] + arguments,
+                           check=True, stdout=subprocess.DEVNULL)
+            loop.run()
+            GLib.source_remove(timer) if GLib.main_context_default().find_source_by_id(timer) else None
+            settings.disconnect(handler)
+            show(label)
+        """
+
+    @Test func aKeyNobodySetReadsGSettingsOwnDefaultAndNoUserValueEvenAfterAReset() async throws {
+        let data = try GSettingsSchemaSourceTests.DataFolder()
+        defer { data.remove() }
+        try data.install(Self.look, as: "org.example.Look.gschema.xml")
+        try data.install("[org.example.Look:TestDesk]\nsize=6\n", as: "50_testdesk.gschema.override")
+        let compiled = try await TestProcess.run("/usr/bin/glib-compile-schemas", [data.gsettingsFolder.path])
+        #expect(compiled.status == 0, "\(compiled.stderr)")
+        let modules = data.folder.appendingPathComponent("modules")
+        try FileManager.default.createDirectory(at: modules, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(
+            atPath: modules.appendingPathComponent("libsettingsbus-gio.so").path,
+            withDestinationPath: try BuiltProduct.path("libsettingsbus-gio.so"))
+
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus, arguments: data.arguments)
+            try await broker.waitForLog(containing: "read the GSettings schemas")
+            let connection = try await bus.connect()
+            // The broker serves every desktop: its default is the schema's.
+            #expect(try await connection.settings("Get", [.string("/org/example/look/size")]) == [.variant(.int32(4))])
+
+            let environment = bus.environment.merging([
+                "GSETTINGS_BACKEND": "settingsbus", "GIO_EXTRA_MODULES": modules.path,
+                "GSETTINGS_SCHEMA_DIR": data.gsettingsFolder.path, "XDG_CURRENT_DESKTOP": "TestDesk",
+            ]) { _, new in new }
+            let app = try await TestProcess.run("/usr/bin/python3", ["-c", Self.app], environment: environment)
+            #expect(app.status == 0, "\(app.stderr)")
+            // GSettings' own default for the desktop, and no user value; the other process's write is a user
+            // value; after its reset the key is GSettings' default again, with no user value.
+            #expect(app.stdout == "start 6 none\nset 8 8\nreset 6 none\n", "\(app.stdout)\(app.stderr)")
+            #expect(!app.stderr.contains("settingsbus:"), "\(app.stderr)")
+
+            // A reset key is in both lists of the Changed signal (a client that reads values only still reads
+            // the default), and a ReadTreeWithoutSchemaDefaults leaves it out where ReadTree has it.
+            let tree = try await connection.settings("ReadTree", [.string("/org/example/look/")])
+            #expect(GVariantText.format(tree[0]).contains("'/org/example/look/size': <4>"), "\(tree)")
+            let set = try await connection.settings("ReadTreeWithoutSchemaDefaults", [.string("/org/example/look/")])
+            #expect(set.first.map { GVariantText.format($0) } == "@a{sv} {}", "\(set)")
+
+            await connection.close()
+            #expect(await broker.stop() == 0)
+        }
+    }
+
+    @Test func flagsChoicesOfAnArrayAndAliasesHoldForEveryWriterAndOutliveARestart() async throws {
+        let data = try GSettingsSchemaSourceTests.DataFolder()
+        defer { data.remove() }
+        try data.install(Self.look, as: "org.example.Look.gschema.xml")
+        let compiled = try await TestProcess.run("/usr/bin/glib-compile-schemas", [data.gsettingsFolder.path])
+        #expect(compiled.status == 0, "\(compiled.stderr)")
+        let store = data.folder.appendingPathComponent("settings.db").path
+        let outOfRange = GSettingsSchemaSourceTests.outOfRange
+
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus, storePath: store, arguments: data.arguments)
+            try await broker.waitForLog(containing: "read the GSettings schemas")
+            let connection = try await bus.connect()
+            let features = try await GSettingsSchemaSourceTests.describe("/org/example/look/features", connection)
+            #expect(features["choices"] == .array(.string, [.string("one"), .string("two"), .string("three")]), "\(features)")
+            #expect(features["signature"] == .string("as"))
+
+            // A flag that is not one of the nicks, and a tag not among the choices: refused by name, naming it.
+            let four = try await GSettingsSchemaSourceTests.gdbusSet(bus, "/org/example/look/features", "<['one', 'four']>")
+            #expect(four.status != 0 && four.stderr.contains(outOfRange) && four.stderr.contains("'four'"), "\(four.stderr)")
+            let green = try await GSettingsSchemaSourceTests.gdbusSet(bus, "/org/example/look/tags", "<['red', 'green']>")
+            #expect(green.status != 0 && green.stderr.contains(outOfRange), "\(green.stderr)")
+            await #expect(throws: DBusError.self) {
+                _ = try await connection.settings(
+                    "Set", [.string("/org/example/look/features"), .variant(.array(.string, [.string("five")]))])
+            }
+            // Every element among them: stored.
+            let two = try await GSettingsSchemaSourceTests.gdbusSet(bus, "/org/example/look/features", "<['one', 'three']>")
+            #expect(two.status == 0, "\(two.stderr)")
+            let tags = try await GSettingsSchemaSourceTests.gdbusSet(bus, "/org/example/look/tags", "<['red', 'blue']>")
+            #expect(tags.status == 0, "\(tags.stderr)")
+            // An alias is accepted, as written; GSettings reads it as its target.
+            let crimson = try await GSettingsSchemaSourceTests.dbusSendSet(
+                bus, "/org/example/look/colour", "variant:string:crimson")
+            #expect(crimson.status == 0, "\(crimson.stderr)")
+            let modules = data.folder.appendingPathComponent("modules")
+            try FileManager.default.createDirectory(at: modules, withIntermediateDirectories: true)
+            try FileManager.default.createSymbolicLink(
+                atPath: modules.appendingPathComponent("libsettingsbus-gio.so").path,
+                withDestinationPath: try BuiltProduct.path("libsettingsbus-gio.so"))
+            let environment = bus.environment.merging([
+                "GSETTINGS_BACKEND": "settingsbus", "GIO_EXTRA_MODULES": modules.path,
+                "GSETTINGS_SCHEMA_DIR": data.gsettingsFolder.path,
+            ]) { _, new in new }
+            let colour = try await TestProcess.run(
+                "/usr/bin/gsettings", ["get", "org.example.Look", "colour"], environment: environment)
+            #expect(colour.stdout == "'red'\n", "\(colour.stdout)\(colour.stderr)")
+            let flags = try await TestProcess.run(
+                "/usr/bin/gsettings", ["get", "org.example.Look", "features"], environment: environment)
+            #expect(flags.stdout == "['one', 'three']\n", "\(flags.stdout)\(flags.stderr)")
+            await connection.close()
+            #expect(await broker.stop() == 0)
+
+            // The choices of a set of flags are stored with the schema and read back at the next start.
+            let again = try await TestBroker.start(on: bus, storePath: store, arguments: data.arguments)
+            try await again.waitForLog(containing: "read the GSettings schemas")
+            let second = try await bus.connect()
+            let stored = try await GSettingsSchemaSourceTests.describe("/org/example/look/features", second)
+            #expect(stored["choices"] == features["choices"], "\(stored)")
+            #expect(stored["value"] == .array(.string, [.string("one"), .string("three")]), "\(stored)")
+            let status = GVariantText.format(.structure(try await second.settings("Status")))
+            #expect(status.contains("'schema-problems': <@as []>"), "\(status)")
+            await second.close()
+            #expect(await again.stop() == 0)
+        }
+    }
+}
