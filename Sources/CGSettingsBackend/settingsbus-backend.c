@@ -28,7 +28,8 @@
 //
 // The broker's signals are received on a thread of the module's own, with its own main context, so that they
 // are handled whether or not the app runs a main loop in the thread that first read; GSettingsBackend hands
-// `changed` to each watcher in the watcher's own context.
+// `changed` to each watcher in the watcher's own context. A filter on the connection takes the broker's Changed
+// signals on GDBus's own thread as they arrive, sooner than the signal thread would.
 
 #define G_SETTINGS_ENABLE_BACKEND
 #include <gio/gio.h>
@@ -59,7 +60,26 @@ typedef struct {
     GThread *signal_thread;
     guint description_subscription;
     gboolean warned_unreachable;
+    gchar *broker; // the broker's unique name, from the last Changed its subscription received (NULL: none yet)
+    guint filter; // the connection's filter that takes Changed signals on GDBus's own thread
+    struct FilterTarget *filter_target;
 } SettingsBusBackend;
+
+// What the connection's filter reaches the backend by. A filter may still run on GDBus's thread after it was
+// removed, so finalize clears `backend` under `lock` instead of freeing what the filter uses; the last of the
+// filter and the backend to let go frees it.
+typedef struct FilterTarget {
+    GMutex lock;
+    SettingsBusBackend *backend;
+    gint references;
+} FilterTarget;
+
+static void filter_target_release(gpointer data) {
+    FilterTarget *target = data;
+    if (!g_atomic_int_dec_and_test(&target->references)) return;
+    g_mutex_clear(&target->lock);
+    g_free(target);
+}
 
 typedef GSettingsBackendClass SettingsBusBackendClass;
 
@@ -401,13 +421,14 @@ static void take_change_locked(SettingsBusBackend *self, const gchar *key, GVari
     if (watch && serial > watch->serial) confirm_locked(self, key, value, serial, TRUE, changed);
 }
 
-// Changed(path, values, removed, serial, origin), on the signal thread. A key left with its schema's default is in
-// both lists (version 4): it is taken as removed, after its value, so that GSettings gives its own default.
-static void on_changed(GDBusConnection *bus, const gchar *sender, const gchar *object_path,
-                       const gchar *interface_name, const gchar *signal_name, GVariant *parameters, gpointer data) {
-    (void) bus, (void) sender, (void) object_path, (void) interface_name, (void) signal_name;
-    SettingsBusBackend *self = data;
-    if (!g_variant_is_of_type(parameters, G_VARIANT_TYPE("(sa{sv}asts)"))) return;
+// Takes a Changed(path, values, removed, serial, origin) signal of the broker `sender`. A key left with its schema's
+// default is in both lists (version 4): it is taken as removed, after its value, so that GSettings gives its own
+// default. From the connection's filter (`subscribed` false), on GDBus's thread, only a signal of the broker the
+// subscription heard last is taken, and one without values (secret keys, or a commit too large to list) is left
+// to the subscription, which reads the directory again; the subscription (on the signal thread) takes every
+// signal, and learns the broker's name from it. A signal taken twice changes nothing the second time.
+static void take_changed(SettingsBusBackend *self, const gchar *sender, GVariant *parameters, gboolean subscribed) {
+    if (!parameters || !g_variant_is_of_type(parameters, G_VARIANT_TYPE("(sa{sv}asts)"))) return;
     const gchar *path = NULL;
     GVariantIter *values = NULL;
     GVariantIter *removed = NULL;
@@ -416,18 +437,49 @@ static void on_changed(GDBusConnection *bus, const gchar *sender, const gchar *o
     gsize count = g_variant_iter_n_children(values) + g_variant_iter_n_children(removed);
     GPtrArray *changed = g_ptr_array_new_with_free_func(g_free);
     g_mutex_lock(&self->lock);
+    gboolean take = subscribed ? TRUE : count > 0 && sender && g_strcmp0(sender, self->broker) == 0;
+    if (subscribed && g_strcmp0(sender, self->broker) != 0) {
+        g_free(self->broker);
+        self->broker = g_strdup(sender);
+    }
     const gchar *key = NULL;
     GVariant *value = NULL;
-    while (g_variant_iter_loop(values, "{&sv}", &key, &value)) take_change_locked(self, key, value, serial, changed);
-    while (g_variant_iter_loop(removed, "&s", &key)) take_change_locked(self, key, NULL, serial, changed);
+    if (take) {
+        while (g_variant_iter_loop(values, "{&sv}", &key, &value)) take_change_locked(self, key, value, serial, changed);
+        while (g_variant_iter_loop(removed, "&s", &key)) take_change_locked(self, key, NULL, serial, changed);
+    }
     g_mutex_unlock(&self->lock);
     for (guint index = 0; index < changed->len; index++)
         g_settings_backend_changed(G_SETTINGS_BACKEND(self), changed->pdata[index], NULL);
-    // Keys whose values the signal leaves out (secret ones, or a commit too large to list).
-    if (count == 0) reload_directory(self, path);
+    if (subscribed && count == 0) reload_directory(self, path);
     g_variant_iter_free(values);
     g_variant_iter_free(removed);
     g_ptr_array_unref(changed);
+}
+
+// The subscription's Changed, on the signal thread.
+static void on_changed(GDBusConnection *bus, const gchar *sender, const gchar *object_path,
+                       const gchar *interface_name, const gchar *signal_name, GVariant *parameters, gpointer data) {
+    (void) bus, (void) object_path, (void) interface_name, (void) signal_name;
+    take_changed(data, sender, parameters, TRUE);
+}
+
+// The connection's filter, on GDBus's thread: a Changed of the broker reaches the copy and the app's `changed`
+// handlers without waiting for the signal thread (one thread hop less, as dconf's engine takes its signals). The
+// bus daemon routes the signals by the subscriptions' match rules; the filter only looks at them sooner.
+static GDBusMessage *filter_changed(GDBusConnection *bus, GDBusMessage *message, gboolean incoming, gpointer data) {
+    (void) bus;
+    if (!incoming || g_dbus_message_get_message_type(message) != G_DBUS_MESSAGE_TYPE_SIGNAL ||
+        g_strcmp0(g_dbus_message_get_member(message), "Changed") != 0 ||
+        g_strcmp0(g_dbus_message_get_interface(message), SETTINGS_INTERFACE) != 0 ||
+        g_strcmp0(g_dbus_message_get_path(message), SETTINGS_OBJECT_PATH) != 0)
+        return message;
+    FilterTarget *target = data;
+    g_mutex_lock(&target->lock);
+    if (target->backend)
+        take_changed(target->backend, g_dbus_message_get_sender(message), g_dbus_message_get_body(message), FALSE);
+    g_mutex_unlock(&target->lock);
+    return message;
 }
 
 // DescriptionChanged(path, keys, serial, origin): the writability of these keys may have changed.
@@ -745,6 +797,13 @@ static gboolean quit_loop(gpointer data) {
 static void settings_bus_backend_finalize(GObject *object) {
     SettingsBusBackend *self = SETTINGS_BUS_BACKEND(object);
     settings_bus_backend_sync(G_SETTINGS_BACKEND(self));
+    if (self->filter_target) {
+        g_dbus_connection_remove_filter(self->bus, self->filter);
+        g_mutex_lock(&self->filter_target->lock);
+        self->filter_target->backend = NULL;
+        g_mutex_unlock(&self->filter_target->lock);
+        filter_target_release(self->filter_target);
+    }
     g_thread_pool_free(self->writer, FALSE, TRUE);
     if (self->bus) {
         GHashTableIter iter;
@@ -765,6 +824,7 @@ static void settings_bus_backend_finalize(GObject *object) {
     g_hash_table_unref(self->in_flight);
     g_hash_table_unref(self->directories);
     g_hash_table_unref(self->writability);
+    g_free(self->broker);
     g_mutex_clear(&self->lock);
     g_cond_clear(&self->idle);
     G_OBJECT_CLASS(settings_bus_backend_parent_class)->finalize(object);
@@ -801,6 +861,12 @@ static void settings_bus_backend_init(SettingsBusBackend *self) {
         return;
     }
     g_main_context_invoke(self->context, subscribe_descriptions, self);
+    FilterTarget *target = g_new0(FilterTarget, 1);
+    g_mutex_init(&target->lock);
+    target->backend = self;
+    target->references = 2; // the filter's and the backend's
+    self->filter_target = target;
+    self->filter = g_dbus_connection_add_filter(self->bus, filter_changed, target, filter_target_release);
 }
 
 static void settings_bus_backend_class_init(SettingsBusBackendClass *class) {
