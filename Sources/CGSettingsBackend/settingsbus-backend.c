@@ -333,12 +333,25 @@ static GVariant *settings_bus_backend_read(GSettingsBackend *backend, const gcha
     // The schema's default is GSettings' own: the broker is asked for the user's value.
     if (default_value) return NULL;
     // A key in the copy is of a directory read already (a write reads its directory before it changes the copy):
-    // one lookup. Otherwise the key's directory is read first, if it was not.
+    // one lookup. A key not in the copy of a directory read has no value of the user's (GSettings gives its
+    // default): a second lookup, of the directory, without allocating for keys of usual length. Otherwise the
+    // key's directory is read first.
     g_mutex_lock(&self->lock);
     GVariant *stored = g_hash_table_lookup(self->values, key);
     GVariant *value = stored ? read_form(stored, expected_type) : NULL;
+    gboolean read_already = stored != NULL;
+    if (!stored) {
+        const gchar *slash = strrchr(key, '/');
+        gsize length = slash ? (gsize) (slash - key + 1) : 0;
+        gchar buffer[256];
+        if (length > 0 && length < sizeof buffer) {
+            memcpy(buffer, key, length);
+            buffer[length] = '\0';
+            read_already = g_hash_table_contains(self->directories, buffer);
+        }
+    }
     g_mutex_unlock(&self->lock);
-    if (stored) return value;
+    if (read_already) return value;
     load_directory_of(self, key);
     g_mutex_lock(&self->lock);
     stored = g_hash_table_lookup(self->values, key);
