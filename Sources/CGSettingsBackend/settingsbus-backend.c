@@ -10,15 +10,17 @@
 //   (ReadTreeWithoutSchemaDefaults), before the read returns: every `gsettings` command is a new process that
 //   reads once. A key that reads only its schema's default is not in the copy: GSettings gives its own default
 //   (translated, or the desktop's), and g_settings_get_user_value() is NULL for it.
-// - Writes never block: the copy changes, `changed` is emitted, and the write is handed to a writer thread that
-//   calls the broker, one write after another in the order they were made. A write the broker refuses (a type,
-//   range or choice, a lock) is undone in the copy, with `changed` again, and logged with the broker's error.
+// - Writes never block: the copy changes, `changed` is emitted, and the write is sent to the broker from the
+//   app's thread, without waiting for the answer, which the connection's filter takes on GDBus's thread; the
+//   broker commits one connection's writes in the order they were sent. A write the broker refuses (a type,
+//   range or choice, a lock) or does not answer within 10 s is undone in the copy, with `changed` again, and
+//   logged with the broker's error.
 //   A key already known to be locked is refused at once (write returns FALSE).
 // - A key with writes of the process not answered yet reads as the last of them: the broker's Changed signals
 //   (of the process's own earlier writes, or of other processes') are kept aside for it, by serial, and the copy
 //   takes the broker's newest value once the key has no write left in flight.
 // - write_tree (g_settings_apply) is one Apply: one commit, one Changed. reset is a Reset. sync waits until the
-//   writer has nothing left.
+//   broker answered every write sent.
 // - A directory read is followed by its lock list (Locks): a write of a key it locks is refused at once, even in
 //   a process that never asked (`gsettings set` then says the key is not writable). get_writable answers from
 //   the list, else from Describe, kept per key; a DescriptionChanged that names a key drops both for it (the
@@ -44,17 +46,18 @@
 
 typedef struct {
     GSettingsBackend parent_instance;
-    // Guards values, confirmed, in_flight, directories, writability and pending.
+    // Guards values, confirmed, in_flight, directories, writability, replies, reply_timer and pending.
     GMutex lock;
     GCond idle;
     GDBusConnection *bus; // NULL when the session bus cannot be reached
     GHashTable *values; // key -> GVariant (as stored: D-Bus types), what reads give; a key without a value is absent
     GHashTable *confirmed; // key -> Confirmed: the broker's value of a key, with the serial it was known at
-    GHashTable *in_flight; // key -> GUINT_TO_POINTER(the writes of the key handed to the writer, not answered yet)
+    GHashTable *in_flight; // key -> GUINT_TO_POINTER(the writes of the key sent, not answered yet)
     GHashTable *directories; // directory -> DirectoryWatch: the directories read and watched
     GHashTable *writability; // key -> GINT_TO_POINTER(WRITABLE or LOCKED)
-    GThreadPool *writer; // one thread: the writes, in order
-    guint pending; // writes handed to the writer and not answered yet
+    GHashTable *replies; // GUINT_TO_POINTER(a write's message serial) -> PendingWrite, until the broker answers
+    GSource *reply_timer; // on the signal thread while a write waits for its answer: ends those past their time
+    guint pending; // writes made and not answered yet
     GMainContext *context; // the signal thread's context
     GMainLoop *loop;
     GThread *signal_thread;
@@ -108,7 +111,10 @@ typedef struct {
     GVariant *value; // WRITE_SET: the stored form
     GVariant *arguments; // WRITE_APPLY: (a{sv}asa{sv})
     GHashTable *written; // key -> what this write put in the copy (NULL: removed)
+    gint64 deadline; // g_get_monotonic_time() past which the write is taken as unanswered
 } PendingWrite;
+
+static gboolean take_reply(SettingsBusBackend *self, GDBusMessage *message);
 
 GType settings_bus_backend_get_type(void);
 G_DEFINE_DYNAMIC_TYPE(SettingsBusBackend, settings_bus_backend, G_TYPE_SETTINGS_BACKEND)
@@ -477,12 +483,24 @@ static void on_changed(GDBusConnection *bus, const gchar *sender, const gchar *o
     take_changed(data, sender, parameters, TRUE);
 }
 
-// The connection's filter, on GDBus's thread: a Changed of the broker reaches the copy and the app's `changed`
+// The connection's filter, on GDBus's thread: the broker's answers to writes (take_reply), and its Changed
+// signals. A Changed of the broker reaches the copy and the app's `changed`
 // handlers without waiting for the signal thread (one thread hop less, as dconf's engine takes its signals). The
 // bus daemon routes the signals by the subscriptions' match rules; the filter only looks at them sooner.
 static GDBusMessage *filter_changed(GDBusConnection *bus, GDBusMessage *message, gboolean incoming, gpointer data) {
     (void) bus;
-    if (!incoming || g_dbus_message_get_message_type(message) != G_DBUS_MESSAGE_TYPE_SIGNAL ||
+    if (!incoming) return message;
+    GDBusMessageType type = g_dbus_message_get_message_type(message);
+    if (type == G_DBUS_MESSAGE_TYPE_METHOD_RETURN || type == G_DBUS_MESSAGE_TYPE_ERROR) {
+        // The answer to a write: taken here (and dropped), since nothing in GDBus waits for it.
+        FilterTarget *target = data;
+        g_mutex_lock(&target->lock);
+        gboolean taken = target->backend && take_reply(target->backend, message);
+        g_mutex_unlock(&target->lock);
+        if (taken) g_object_unref(message);
+        return taken ? NULL : message;
+    }
+    if (type != G_DBUS_MESSAGE_TYPE_SIGNAL ||
         g_strcmp0(g_dbus_message_get_member(message), "Changed") != 0 ||
         g_strcmp0(g_dbus_message_get_interface(message), SETTINGS_INTERFACE) != 0 ||
         g_strcmp0(g_dbus_message_get_path(message), SETTINGS_OBJECT_PATH) != 0)
@@ -630,8 +648,12 @@ static void finish_write(SettingsBusBackend *self, PendingWrite *write, guint64 
     g_mutex_unlock(&self->lock);
     if (error) {
         gchar *remote = g_dbus_error_get_remote_error(error);
-        g_warning("settingsbus: the settings broker refused a write of %s: %s%s%s",
-                  write->key ? write->key : "several keys", remote ? remote : "", remote ? ": " : "", error->message);
+        if (remote)
+            g_warning("settingsbus: the settings broker refused a write of %s: %s: %s",
+                      write->key ? write->key : "several keys", remote, error->message);
+        else
+            g_warning("settingsbus: a write of %s to the settings broker failed, and is undone: %s",
+                      write->key ? write->key : "several keys", error->message);
         g_free(remote);
     }
     for (guint index = 0; index < changed->len; index++)
@@ -639,12 +661,68 @@ static void finish_write(SettingsBusBackend *self, PendingWrite *write, guint64 
     g_ptr_array_unref(changed);
 }
 
-// The writer thread: one write at a time, in the order they were made.
-static void run_write(gpointer data, gpointer user_data) {
-    PendingWrite *write = data;
-    SettingsBusBackend *self = user_data;
-    GVariant *arguments = NULL;
+// Ends a write: `reply` is the broker's answer (NULL: none came, `error` says why).
+static void end_write(SettingsBusBackend *self, PendingWrite *write, GDBusMessage *reply, const GError *error) {
+    GError *refusal = NULL;
+    guint64 serial = 0;
+    if (reply && !g_dbus_message_to_gerror(reply, &refusal)) {
+        GVariant *body = g_dbus_message_get_body(reply);
+        if (body && g_variant_is_of_type(body, G_VARIANT_TYPE("(t)")))
+            g_variant_get(body, "(t)", &serial);
+        else
+            refusal = g_error_new(G_DBUS_ERROR, G_DBUS_ERROR_INVALID_ARGS, "the broker's answer is not a serial");
+    }
+    finish_write(self, write, serial, refusal ? refusal : error);
+    g_clear_error(&refusal);
+    pending_write_free(write);
+    g_mutex_lock(&self->lock);
+    self->pending--;
+    if (self->pending == 0) g_cond_broadcast(&self->idle);
+    g_mutex_unlock(&self->lock);
+}
+
+// The broker's answer to a write, on GDBus's thread (the connection's filter); FALSE for any other message.
+static gboolean take_reply(SettingsBusBackend *self, GDBusMessage *message) {
+    gpointer serial = GUINT_TO_POINTER(g_dbus_message_get_reply_serial(message));
+    g_mutex_lock(&self->lock);
+    PendingWrite *write = g_hash_table_lookup(self->replies, serial);
+    if (write) g_hash_table_remove(self->replies, serial);
+    g_mutex_unlock(&self->lock);
+    if (!write) return FALSE;
+    end_write(self, write, message, NULL);
+    return TRUE;
+}
+
+// Every second while writes wait for an answer, on the signal thread: ends those past their time (the broker is
+// stuck; one that went away gets an error from the bus daemon instead), and stops when none waits.
+static gboolean end_late_writes(gpointer data) {
+    SettingsBusBackend *self = data;
+    GPtrArray *late = g_ptr_array_new();
+    gint64 now = g_get_monotonic_time();
+    g_mutex_lock(&self->lock);
+    GHashTableIter iter;
+    gpointer serial, write;
+    g_hash_table_iter_init(&iter, self->replies);
+    while (g_hash_table_iter_next(&iter, &serial, &write)) {
+        if (((PendingWrite *) write)->deadline > now) continue;
+        g_ptr_array_add(late, write);
+        g_hash_table_iter_remove(&iter);
+    }
+    gboolean waiting = g_hash_table_size(self->replies) > 0;
+    if (!waiting) g_clear_pointer(&self->reply_timer, g_source_unref);
+    g_mutex_unlock(&self->lock);
+    GError *timeout = g_error_new(G_IO_ERROR, G_IO_ERROR_TIMED_OUT, "no answer within %d s", CALL_TIMEOUT_MS / 1000);
+    for (guint index = 0; index < late->len; index++) end_write(self, late->pdata[index], NULL, timeout);
+    g_error_free(timeout);
+    g_ptr_array_unref(late);
+    return waiting ? G_SOURCE_CONTINUE : G_SOURCE_REMOVE;
+}
+
+// Sends a write to the broker from the calling thread, without waiting: the writes of a process are sent, and
+// committed by the broker, in the order they are made. Its answer is taken by the connection's filter.
+static void send_write(SettingsBusBackend *self, PendingWrite *write) {
     const gchar *method = NULL;
+    GVariant *arguments = NULL;
     switch (write->kind) {
     case WRITE_SET:
         method = "Set";
@@ -655,29 +733,34 @@ static void run_write(gpointer data, gpointer user_data) {
         arguments = g_variant_new("(s)", write->key);
         break;
     case WRITE_APPLY:
-        // Not floating: the call does not consume it, and pending_write_free releases it.
         method = "Apply";
         arguments = write->arguments;
         break;
     }
+    GDBusMessage *message =
+        g_dbus_message_new_method_call(SETTINGS_BUS_NAME, SETTINGS_OBJECT_PATH, SETTINGS_INTERFACE, method);
+    g_dbus_message_set_body(message, arguments);
+    write->deadline = g_get_monotonic_time() + (gint64) CALL_TIMEOUT_MS * 1000;
     GError *error = NULL;
-    GVariant *reply = call_broker(self, method, arguments, "(t)", &error);
-    guint64 serial = 0;
-    if (reply) {
-        g_variant_get(reply, "(t)", &serial);
-        g_variant_unref(reply);
-    }
-    finish_write(self, write, serial, error);
-    g_clear_error(&error);
-    pending_write_free(write);
+    guint32 serial = 0;
+    // Sent with the lock held, so that the answer (on GDBus's thread) finds the write.
     g_mutex_lock(&self->lock);
-    self->pending--;
-    if (self->pending == 0) g_cond_broadcast(&self->idle);
+    gboolean sent =
+        g_dbus_connection_send_message(self->bus, message, G_DBUS_SEND_MESSAGE_FLAGS_NONE, &serial, &error);
+    if (sent) {
+        g_hash_table_insert(self->replies, GUINT_TO_POINTER(serial), write);
+        if (!self->reply_timer) {
+            self->reply_timer = g_timeout_source_new_seconds(1);
+            g_source_set_callback(self->reply_timer, end_late_writes, self, NULL);
+            g_source_attach(self->reply_timer, self->context);
+        }
+    }
     g_mutex_unlock(&self->lock);
-}
-
-static void hand_to_writer(SettingsBusBackend *self, PendingWrite *write) {
-    g_thread_pool_push(self->writer, write, NULL);
+    g_object_unref(message);
+    if (!sent) {
+        end_write(self, write, NULL, error);
+        g_error_free(error);
+    }
 }
 
 // Whether the key is known to be locked: by an earlier get_writable, or by its directory's lock list.
@@ -709,7 +792,7 @@ static gboolean settings_bus_backend_write(GSettingsBackend *backend, const gcha
     self->pending++;
     g_mutex_unlock(&self->lock);
     g_settings_backend_changed(backend, key, origin_tag);
-    hand_to_writer(self, write);
+    send_write(self, write);
     return TRUE;
 }
 
@@ -772,7 +855,7 @@ static gboolean settings_bus_backend_write_tree(GSettingsBackend *backend, GTree
     g_variant_builder_unref(write.sets);
     g_variant_builder_unref(write.resets);
     g_settings_backend_changed_tree(backend, tree, origin_tag);
-    hand_to_writer(self, write.write);
+    send_write(self, write.write);
     return TRUE;
 }
 
@@ -789,7 +872,7 @@ static void settings_bus_backend_reset(GSettingsBackend *backend, const gchar *k
     self->pending++;
     g_mutex_unlock(&self->lock);
     g_settings_backend_changed(backend, key, origin_tag);
-    hand_to_writer(self, write);
+    send_write(self, write);
 }
 
 // Waits until every write made so far has been answered by the broker.
@@ -810,6 +893,12 @@ static gboolean quit_loop(gpointer data) {
 static void settings_bus_backend_finalize(GObject *object) {
     SettingsBusBackend *self = SETTINGS_BUS_BACKEND(object);
     settings_bus_backend_sync(G_SETTINGS_BACKEND(self));
+    g_mutex_lock(&self->lock);
+    if (self->reply_timer) {
+        g_source_destroy(self->reply_timer);
+        g_clear_pointer(&self->reply_timer, g_source_unref);
+    }
+    g_mutex_unlock(&self->lock);
     if (self->filter_target) {
         g_dbus_connection_remove_filter(self->bus, self->filter);
         g_mutex_lock(&self->filter_target->lock);
@@ -817,7 +906,6 @@ static void settings_bus_backend_finalize(GObject *object) {
         g_mutex_unlock(&self->filter_target->lock);
         filter_target_release(self->filter_target);
     }
-    g_thread_pool_free(self->writer, FALSE, TRUE);
     if (self->bus) {
         GHashTableIter iter;
         gpointer directory, watch;
@@ -837,6 +925,7 @@ static void settings_bus_backend_finalize(GObject *object) {
     g_hash_table_unref(self->in_flight);
     g_hash_table_unref(self->directories);
     g_hash_table_unref(self->writability);
+    g_hash_table_unref(self->replies);
     g_free(self->broker);
     g_mutex_clear(&self->lock);
     g_cond_clear(&self->idle);
@@ -862,7 +951,7 @@ static void settings_bus_backend_init(SettingsBusBackend *self) {
     self->in_flight = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     self->directories = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, directory_watch_free);
     self->writability = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-    self->writer = g_thread_pool_new(run_write, self, 1, TRUE, NULL);
+    self->replies = g_hash_table_new(g_direct_hash, g_direct_equal);
     self->context = g_main_context_new();
     self->loop = g_main_loop_new(self->context, FALSE);
     self->signal_thread = g_thread_new("settingsbus-signals", run_signal_thread, self);

@@ -256,6 +256,50 @@ struct GSettingsBackendTests {
         }
     }
 
+    /// A python3-gi app that reads `count`, says `ready`, and at a line on its standard input sets it to 42; it
+    /// prints the values its `changed` handler read, at the second (or after 30 s).
+    static let unansweredWrite = """
+        import sys, gi
+        gi.require_version('Gio', '2.0')
+        from gi.repository import Gio, GLib
+        settings = Gio.Settings.new('org.example.Editor')
+        settings.get_int('count')
+        seen = []
+        loop = GLib.MainLoop()
+        def changed(s, key):
+            seen.append(s.get_int('count'))
+            if len(seen) == 2: loop.quit()
+        settings.connect('changed::count', changed)
+        print('ready', flush=True)
+        sys.stdin.readline()
+        settings.set_int('count', 42)
+        GLib.timeout_add_seconds(30, loop.quit)
+        loop.run()
+        print(' '.join(map(str, seen)), flush=True)
+        """
+
+    @Test(.timeLimit(.minutes(1))) func aWriteTheBrokerDoesNotAnswerIsUndoneAfterTenSeconds() async throws {
+        let setup = try await Setup.compiled()
+        defer { setup.remove() }
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus)
+            let app = try RunningProcess.start(
+                "/usr/bin/python3", ["-c", Self.unansweredWrite], environment: setup.environment(bus))
+            #expect(try await app.nextLine() == "ready")
+            // When: the broker is stopped (not gone: the bus daemon keeps the write for it), and the app writes.
+            #expect(kill(broker.pid, SIGSTOP) == 0)
+            app.write("go\n")
+            // Then: the app reads its write at once, and the schema's default again once 10 s passed unanswered.
+            let seen = try await app.nextLine(timeLimit: .seconds(40))
+            #expect(kill(broker.pid, SIGCONT) == 0)
+            #expect(seen == "42 1", "\(seen ?? "nothing")")
+            #expect(await app.waitForExit() == 0)
+            let stderr = await app.standardError()
+            #expect(stderr.contains("a write of /org/example/editor/count to the settings broker failed, and is undone: no answer within 10 s"), "\(stderr)")
+            #expect(await broker.stop() == 0)
+        }
+    }
+
     /// `Gio.Settings` in python3-gi: `delay()`, three changes and `apply()` are one commit and one `Changed`.
     static let delayedApply = """
         import sys, gi
