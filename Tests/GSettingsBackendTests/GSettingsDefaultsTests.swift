@@ -66,13 +66,7 @@ struct GSettingsDefaultsTests {
         defer { data.remove() }
         try data.install(Self.look, as: "org.example.Look.gschema.xml")
         try data.install("[org.example.Look:TestDesk]\nsize=6\n", as: "50_testdesk.gschema.override")
-        let compiled = try await TestProcess.run("/usr/bin/glib-compile-schemas", [data.gsettingsFolder.path])
-        #expect(compiled.status == 0, "\(compiled.stderr)")
-        let modules = data.folder.appendingPathComponent("modules")
-        try FileManager.default.createDirectory(at: modules, withIntermediateDirectories: true)
-        try FileManager.default.createSymbolicLink(
-            atPath: modules.appendingPathComponent("libsettingsbus-gio.so").path,
-            withDestinationPath: try BuiltProduct.path("libsettingsbus-gio.so"))
+        try await data.compileForGSettings()
 
         try await withTestBus { bus in
             let broker = try await TestBroker.start(on: bus, arguments: data.arguments)
@@ -81,11 +75,8 @@ struct GSettingsDefaultsTests {
             // The broker serves every desktop: its default is the schema's.
             #expect(try await connection.settings("Get", [.string("/org/example/look/size")]) == [.variant(.int32(4))])
 
-            let environment = bus.environment.merging([
-                "GSETTINGS_BACKEND": "settingsbus", "GIO_EXTRA_MODULES": modules.path,
-                "GSETTINGS_SCHEMA_DIR": data.gsettingsFolder.path, "XDG_CURRENT_DESKTOP": "TestDesk",
-            ]) { _, new in new }
-            let app = try await TestProcess.run("/usr/bin/python3", ["-c", Self.app], environment: environment)
+            let app = try await TestProcess.run(
+                "/usr/bin/python3", ["-c", Self.app], environment: data.environment(bus, ["XDG_CURRENT_DESKTOP": "TestDesk"]))
             #expect(app.status == 0, "\(app.stderr)")
             // GSettings' own default for the desktop, and no user value; the other process's write is a user
             // value; after its reset the key is GSettings' default again, with no user value.
@@ -108,8 +99,7 @@ struct GSettingsDefaultsTests {
         let data = try GSettingsSchemaSourceTests.DataFolder()
         defer { data.remove() }
         try data.install(Self.look, as: "org.example.Look.gschema.xml")
-        let compiled = try await TestProcess.run("/usr/bin/glib-compile-schemas", [data.gsettingsFolder.path])
-        #expect(compiled.status == 0, "\(compiled.stderr)")
+        try await data.compileForGSettings()
         let store = data.folder.appendingPathComponent("settings.db").path
         let outOfRange = GSettingsSchemaSourceTests.outOfRange
 
@@ -139,15 +129,7 @@ struct GSettingsDefaultsTests {
             let crimson = try await GSettingsSchemaSourceTests.dbusSendSet(
                 bus, "/org/example/look/colour", "variant:string:crimson")
             #expect(crimson.status == 0, "\(crimson.stderr)")
-            let modules = data.folder.appendingPathComponent("modules")
-            try FileManager.default.createDirectory(at: modules, withIntermediateDirectories: true)
-            try FileManager.default.createSymbolicLink(
-                atPath: modules.appendingPathComponent("libsettingsbus-gio.so").path,
-                withDestinationPath: try BuiltProduct.path("libsettingsbus-gio.so"))
-            let environment = bus.environment.merging([
-                "GSETTINGS_BACKEND": "settingsbus", "GIO_EXTRA_MODULES": modules.path,
-                "GSETTINGS_SCHEMA_DIR": data.gsettingsFolder.path,
-            ]) { _, new in new }
+            let environment = data.environment(bus)
             let colour = try await TestProcess.run(
                 "/usr/bin/gsettings", ["get", "org.example.Look", "colour"], environment: environment)
             #expect(colour.stdout == "'red'\n", "\(colour.stdout)\(colour.stderr)")

@@ -70,6 +70,30 @@ struct GSettingsSchemaSourceTests {
         }
 
         func remove() { try? FileManager.default.removeItem(at: folder) }
+
+        /// Compiles the GSettings folder for `gsettings`, as a package's install does, and links the built module
+        /// into a folder of GIO modules.
+        func compileForGSettings() async throws {
+            let compiled = try await TestProcess.run("/usr/bin/glib-compile-schemas", [gsettingsFolder.path])
+            #expect(compiled.status == 0, "\(compiled.stderr)")
+            try FileManager.default.createDirectory(at: modules, withIntermediateDirectories: true)
+            try FileManager.default.createSymbolicLink(
+                atPath: modules.appendingPathComponent("libsettingsbus-gio.so").path,
+                withDestinationPath: try BuiltProduct.path("libsettingsbus-gio.so"))
+        }
+
+        /// The folder of GIO modules that holds the built module (``compileForGSettings()``).
+        var modules: URL { folder.appendingPathComponent("modules") }
+
+        /// The environment of a GSettings app on `bus` that stores through the broker, with `more`.
+        func environment(_ bus: TestBus, _ more: [String: String] = [:]) -> [String: String] {
+            bus.environment.merging(
+                [
+                    "GSETTINGS_BACKEND": "settingsbus", "GIO_EXTRA_MODULES": modules.path,
+                    "GSETTINGS_SCHEMA_DIR": gsettingsFolder.path,
+                ].merging(more) { _, new in new }
+            ) { _, new in new }
+        }
     }
 
     static func describe(_ key: String, _ connection: DBusConnection) async throws -> [String: DBusValue] {
@@ -106,14 +130,7 @@ struct GSettingsSchemaSourceTests {
         let data = try DataFolder()
         defer { data.remove() }
         try data.install(Self.shapes, as: "org.example.Shapes.gschema.xml")
-        // The same folder compiled for gsettings, as a package's install does.
-        let compiled = try await TestProcess.run("/usr/bin/glib-compile-schemas", [data.gsettingsFolder.path])
-        #expect(compiled.status == 0, "\(compiled.stderr)")
-        let modules = data.folder.appendingPathComponent("modules")
-        try FileManager.default.createDirectory(at: modules, withIntermediateDirectories: true)
-        try FileManager.default.createSymbolicLink(
-            atPath: modules.appendingPathComponent("libsettingsbus-gio.so").path,
-            withDestinationPath: try BuiltProduct.path("libsettingsbus-gio.so"))
+        try await data.compileForGSettings()
 
         try await withTestBus { bus in
             let broker = try await TestBroker.start(on: bus, arguments: data.arguments)
@@ -150,10 +167,7 @@ struct GSettingsSchemaSourceTests {
 
             // A GSettings app through the module writes a value in range; a later gdbus write out of range is
             // refused, and gsettings still reads the value it wrote.
-            let environment = bus.environment.merging([
-                "GSETTINGS_BACKEND": "settingsbus", "GIO_EXTRA_MODULES": modules.path,
-                "GSETTINGS_SCHEMA_DIR": data.gsettingsFolder.path,
-            ]) { _, new in new }
+            let environment = data.environment(bus)
             let set = try await TestProcess.run(
                 "/usr/bin/gsettings", ["set", "org.example.Shapes", "size", "7"], environment: environment)
             #expect(set.status == 0 && !set.stderr.contains("settingsbus:"), "\(set.stderr)")
