@@ -179,6 +179,7 @@ let package = Package(
         .executableTarget(
             name: "settings-broker",
             dependencies: [
+                "CSandbox",
                 "SettingsBroker",
                 "SyncProtocol",
                 .product(name: "Logging", package: "swift-log", condition: tools),

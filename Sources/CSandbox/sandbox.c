@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/landlock.h>
+#include <malloc.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -94,4 +95,12 @@ int settingsbus_pidfd_open(int pid) {
 int settingsbus_pidfd_alive(int pidfd) {
     if (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) == 0) return 1;
     return errno == ESRCH ? 0 : -errno;
+}
+
+void settingsbus_one_malloc_arena(void) {
+    mallopt(M_ARENA_MAX, 1);
+}
+
+void settingsbus_release_free_memory(void) {
+    malloc_trim(0);
 }

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
+import CSandbox
 import DBus
 import Glibc
 import Logging
@@ -238,6 +239,10 @@ struct SettingsBrokerCommand {
     /// Reads the command line and runs the broker. A usage error (an unknown option, a bad value) exits with
     /// status 2 (``usageStatus``), as `settingsctl` and `settings-bench` do.
     static func main() async {
+        // One malloc arena for every thread: the broker's threads take turns at small allocations, and an arena
+        // per thread would keep each one's free memory resident (about 0.5 MiB at rest, with the trim after
+        // reading the schema folders another 1.6 MiB; settings-bench measures it).
+        settingsbus_one_malloc_arena()
         let command: SettingsBrokerCommand
         do throws(UsageError) {
             switch try commandLine.parse(Array(CommandLine.arguments.dropFirst())) {

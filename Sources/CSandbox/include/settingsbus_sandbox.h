@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Landlock for the sync process (settings-sync), and the process descriptors the broker proves a caller with:
-// the system calls Swift cannot make (syscall is variadic).
+// Landlock for the sync process (settings-sync), the process descriptors the broker proves a caller with, and
+// the broker's use of the C library's allocator: what Swift cannot call (syscall is variadic; <malloc.h> is not in
+// Swift's Glibc module).
 #ifndef SETTINGSBUS_SANDBOX_H
 #define SETTINGSBUS_SANDBOX_H
 
@@ -27,5 +28,12 @@ int settingsbus_pidfd_open(int pid);
 /// Whether the process a pidfd names is still running (pidfd_send_signal with signal 0): 1 when it is, 0 when it
 /// has ended (its pid may then name another process), -errno when it cannot be told.
 int settingsbus_pidfd_alive(int pidfd);
+
+/// Has every thread of the process allocate from one malloc arena (mallopt M_ARENA_MAX): an arena per thread
+/// keeps each one's free memory resident. Called before the process starts threads of its own.
+void settingsbus_one_malloc_arena(void);
+
+/// Gives the allocator's free memory back to the system (malloc_trim), after a burst of work at rest.
+void settingsbus_release_free_memory(void);
 
 #endif
