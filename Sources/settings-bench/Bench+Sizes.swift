@@ -43,8 +43,9 @@ extension Bench {
             try await rawGet(Self.keyPath(0))
             run.start.append(since: start)
         }
-        // Idle: started on the loaded store, its first call answered, nothing written yet.
-        run.idle = broker.pid.flatMap(ProcessMemory.read(pid:))
+        // Idle: started on the loaded store, its first call answered, at rest (GNOME's sources read), nothing
+        // written yet.
+        if let pid = broker.pid { run.idle = await ProcessMemory.readAtRest(pid: pid) }
         let key = SettingKey(try SettingPath(Self.keyPath(0)), default: "")
         try await boundedLoop(count: plan.writesPerSize, seconds: plan.loopSeconds) { index in
             let start = monotonicNanoseconds()
@@ -75,7 +76,7 @@ extension Bench {
         // Idle, holding its database as the broker holds its store: dconf-service reads its database at its
         // first write, not at its start, so one write (of the value the key has) comes first.
         try await dconfChange([(Self.keyPath(0), "value of key 0")])
-        run.idle = dconf.pid.flatMap(ProcessMemory.read(pid:))
+        if let pid = dconf.pid { run.idle = await ProcessMemory.readAtRest(pid: pid) }
         try await boundedLoop(count: plan.writesPerSize, seconds: plan.loopSeconds) { index in
             let start = monotonicNanoseconds()
             try await dconfChange([(Self.keyPath(0), "written \(index)")])

@@ -19,6 +19,39 @@ struct ProcessMemory: Sendable {
     /// `Anonymous`: resident pages backed by no file (heap, stacks, copied-on-write data).
     var anonymousKiB: Int
 
+    /// Reads the memory of process `pid` once it is at rest (``waitUntilAtRest(pid:timeLimit:)``): what a
+    /// service holds between calls, after the work it does on its own after its first answer (the broker reads
+    /// GNOME's schema sources then).
+    static func readAtRest(pid: Int32) async -> ProcessMemory? {
+        await waitUntilAtRest(pid: pid)
+        return read(pid: pid)
+    }
+
+    /// Waits until process `pid` used no CPU time over 200 ms (`utime` + `stime` of `/proc/<pid>/stat`, in clock
+    /// ticks), or `timeLimit` passed, or the process ended.
+    static func waitUntilAtRest(pid: Int32, timeLimit: Duration = .seconds(10)) async {
+        let clock = ContinuousClock()
+        let deadline = clock.now + timeLimit
+        var last = cpuTicks(pid: pid)
+        while last != nil, clock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(200))
+            let now = cpuTicks(pid: pid)
+            if now == last { return }
+            last = now
+        }
+    }
+
+    /// The CPU time process `pid` used, in clock ticks; nil when it has ended.
+    static func cpuTicks(pid: Int32) -> Int? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let end = text.lastIndex(of: ")")
+        else { return nil }
+        // After the command's closing parenthesis: state is field 3, utime 14, stime 15.
+        let fields = text[text.index(after: end)...].split(separator: " ")
+        guard fields.count > 12, let user = Int(fields[11]), let system = Int(fields[12]) else { return nil }
+        return user + system
+    }
+
     /// Reads the memory of process `pid`; nil when it has ended or the kernel has no `smaps_rollup` (before
     /// Linux 4.14).
     static func read(pid: Int32) -> ProcessMemory? {
