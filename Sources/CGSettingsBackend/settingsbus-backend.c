@@ -128,10 +128,16 @@ static void variant_unref_or_null(gpointer value) {
     if (value) g_variant_unref(value);
 }
 
-// The directory of a key: everything up to its last '/'.
-static gchar *directory_of(const gchar *key) {
+// The length of a key's directory: everything up to its last '/' (0 for a key without one).
+static gsize directory_length(const gchar *key) {
     const gchar *slash = strrchr(key, '/');
-    return slash ? g_strndup(key, (gsize) (slash - key + 1)) : g_strdup("/");
+    return slash ? (gsize) (slash - key + 1) : 0;
+}
+
+// The directory of a key ("/" for a key without a '/').
+static gchar *directory_of(const gchar *key) {
+    gsize length = directory_length(key);
+    return length ? g_strndup(key, length) : g_strdup("/");
 }
 
 // The stored form of a value: a maybe `mT` becomes an array `aT` of no element or one.
@@ -347,8 +353,7 @@ static GVariant *settings_bus_backend_read(GSettingsBackend *backend, const gcha
     GVariant *value = stored ? read_form(stored, expected_type) : NULL;
     gboolean read_already = stored != NULL;
     if (!stored) {
-        const gchar *slash = strrchr(key, '/');
-        gsize length = slash ? (gsize) (slash - key + 1) : 0;
+        gsize length = directory_length(key);
         gchar buffer[256];
         if (length > 0 && length < sizeof buffer) {
             memcpy(buffer, key, length);

@@ -255,7 +255,7 @@ extension DurableStore {
                 change.secretKeys.append(key.rawValue)
             } else if let value = changed.value {
                 change.values.append(CommittedChange.Value(key: key.rawValue, value: value))
-                if user?.value != value, state.source(of: key, user: user, schema: schema, effective: value) == .schema {
+                if state.source(of: key, user: user, schema: schema, effective: value) == .schema {
                     change.removed.append(key.rawValue)
                 }
             } else {

@@ -88,13 +88,11 @@ extension DurableStore {
             return state.forEachKey(in: directory, after: resume, limit: limit) { key, user, schema in
                 if let schema, schema.isSecret, !includingSecrets {
                     withheld = true
-                } else if state.administrator.isEmpty {
-                    guard let value = CommittedState.effectiveValue(user, schema) else { return }
-                    if schemaDefaults || user?.value == value { result[key] = value }
-                } else {
-                    let path = SettingPath(unchecked: key)
-                    guard let value = state.effectiveValue(user, schema, key: path) else { return }
-                    if schemaDefaults || state.source(of: path, user: user, schema: schema, effective: value) != .schema {
+                } else if let value = state.effectiveValue(user, schema, key: SettingPath(unchecked: key)) {
+                    if schemaDefaults
+                        || state.source(of: SettingPath(unchecked: key), user: user, schema: schema, effective: value)
+                            != .schema
+                    {
                         result[key] = value
                     }
                 }

@@ -24,8 +24,7 @@ extension SettingSchema {
     public func accepts(_ value: DBusValue) -> Bool {
         guard value.type == type else { return false }
         if let range, !range.contains(value) { return false }
-        if let choices, !Self.isAmong(value, choices) { return false }
-        return true
+        return isAmongChoices(value)
     }
 
     /// The type of each choice: the schema's type, or its element type for a set of flags.
@@ -34,12 +33,11 @@ extension SettingSchema {
         return type
     }
 
-    /// Whether a value is among choices: one of them, or, for choices of an array's element type (a set of
-    /// flags), an array whose every element is one of them.
-    static func isAmong(_ value: DBusValue, _ choices: [DBusValue]) -> Bool {
-        if case .array(let element, let elements) = value, let first = choices.first, first.type == element {
-            return elements.allSatisfy(choices.contains)
-        }
+    /// Whether a value of the schema's type is among its choices (true without choices): one of them, or, for
+    /// choices of the element type (a set of flags), an array whose every element is one of them.
+    private func isAmongChoices(_ value: DBusValue) -> Bool {
+        guard let choices else { return true }
+        if choiceType != type, case .array(_, let elements) = value { return elements.allSatisfy(choices.contains) }
         return choices.contains(value)
     }
 
@@ -67,8 +65,8 @@ extension SettingSchema {
         if let range, !range.contains(value) {
             throw .outOfRange("value \(Self.show(value)) is out of range \(range)\(suffix)")
         }
-        if let choices, !Self.isAmong(value, choices) {
-            if case .array(let element, let elements) = value, choices.first?.type == element {
+        if let choices, !isAmongChoices(value) {
+            if choiceType != type, case .array(_, let elements) = value {
                 let stray = elements.first { !choices.contains($0) }.map(Self.show) ?? ""
                 throw .outOfRange(
                     "value \(Self.show(value)) holds \(stray), which is not one of the choices \(Self.show(choices))\(suffix)")
