@@ -37,6 +37,17 @@ struct SortedKeys {
         self.chunkCapacity = chunkCapacity
     }
 
+    /// Keys given in strictly increasing order, cut into full chunks without a search.
+    init(increasing keys: some Sequence<String>, chunkCapacity: Int = 512) {
+        self.init(chunkCapacity: chunkCapacity)
+        var pending = Array(keys)
+        count = pending.count
+        var chunks: [[String]] = []
+        chunks.reserveCapacity((count + chunkCapacity - 1) / chunkCapacity)
+        flush(&pending, into: &chunks)
+        self.chunks = chunks
+    }
+
     var isEmpty: Bool { count == 0 }
 
     var startIndex: Index { Index(chunk: 0, offset: 0) }

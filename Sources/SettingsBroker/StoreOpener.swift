@@ -21,6 +21,8 @@
 // A new store is built under a temporary name and renamed into place, so a crash while creating it never
 // leaves an empty file that would later look truncated.
 
+import DBus
+import Dispatch
 import SettingsModel
 
 /// Opens the store file, recovering from damage as the design note above describes.
@@ -85,10 +87,25 @@ struct StoreOpener {
     ///
     /// The check runs on a read-only connection, which never writes to the file: closing the last writable
     /// connection checkpoints the `-wal` into the main file, and a damaged file is kept exactly as it was.
+    ///
+    /// The check and the read run side by side, each on a read-only connection of its own, and the read is
+    /// used only if the check passes: on two cores a store's start then takes the longer of the two instead
+    /// of both. A read that fails there (a store of an older format, which `prepare` completes) is made
+    /// again after `prepare`.
     func attempt(_ file: String) -> Attempt {
+        let early = Locked<StorePersistence.Contents?>(nil)
         do {
             let checker = try StorePersistence.openReadOnly(file)
             defer { try? checker.close() }
+            let reading = DispatchGroup()
+            // A queue of its own, which has a thread at once: this one waits for it.
+            DispatchQueue(label: "settings-broker.store-read", qos: .userInitiated).async(group: reading) {
+                if let contents = try? StorePersistence.readAlone(file) {
+                    early.withLock { $0 = contents }
+                }
+            }
+            // Also when the check throws: the file is not moved aside while the read still has it open.
+            defer { reading.wait() }
             let check = try checker.use { db in try db.strings("PRAGMA quick_check") }
             guard check == ["ok"] else {
                 return .damaged("\(file) failed its integrity check: \(check.prefix(3).joined(separator: "; "))")
@@ -105,7 +122,9 @@ struct StoreOpener {
         }
         do {
             try database.transaction { db in try StorePersistence.prepare(db, path: file) }
-            let contents = try database.use { db in try StorePersistence.read(db) }
+            // `prepare` adds only what an older format lacks (empty tables, the format's number): what the
+            // read found is what the store holds.
+            let contents = try early.withLock { $0.take() } ?? database.use { db in try StorePersistence.read(db) }
             return .opened(database, contents)
         } catch {
             try? database.close()

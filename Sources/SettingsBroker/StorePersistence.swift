@@ -205,31 +205,12 @@ final class StorePersistence: Sendable {
     /// Reads a whole store.
     static func read(_ db: SQLiteConnection) throws -> Contents {
         var contents = Contents()
-        // The store's serial: the larger of this and every row's, taken as the rows are read.
-        contents.serial = UInt64(bitPattern: try db.integer("SELECT value FROM meta WHERE name = 'serial'") ?? 0)
-        // Sized once: growing a table of 100,000 keys step by step rehashes it many times.
-        contents.values = ValueTable(minimumCapacity: Int(try db.integer("SELECT COUNT(*) FROM settings") ?? 0))
-        // A store holds few distinct types: each type's text is parsed once.
-        var types: [String: DBusType] = [:]
-        try db.rows("SELECT path, type, value, serial FROM settings") { row throws(SQLiteError) in
-            let path = row.text(0)
-            let serial = UInt64(bitPattern: row.integer(3))
-            contents.serial = max(contents.serial, serial)
-            do {
-                let typeText = row.text(1)
-                let type: DBusType
-                if let known = types[typeText] {
-                    type = known
-                } else {
-                    type = try DBusType(parsing: typeText)
-                    types[typeText] = type
-                }
-                let value = try GVariantText.parse(row.text(2), as: type)
-                contents.values[try SettingPath(path)] = CommittedState.UserValue(value: value, serial: serial)
-            } catch {
-                contents.unreadable.append((path, "\(error)"))
-            }
-        }
+        let rows = try readValues(db)
+        // The store's serial: the larger of this and every row's.
+        let recorded = UInt64(bitPattern: try db.integer("SELECT value FROM meta WHERE name = 'serial'") ?? 0)
+        contents.serial = max(recorded, rows.serial)
+        contents.values = rows.table
+        contents.unreadable = rows.unreadable
         try db.rows(
             "SELECT path, type, default_value, summary, description, range_min, range_max, choices, secret FROM schemas"
         ) { row throws(SQLiteError) in
@@ -242,6 +223,70 @@ final class StorePersistence: Sendable {
         }
         try readMachineLocal(db, into: &contents)
         return contents
+    }
+
+    /// Reads a whole store on a read-only connection of its own, through memory mapping (no copy of each page
+    /// it reads), for ``StoreOpener`` to read it beside its integrity check.
+    static func readAlone(_ file: String) throws -> Contents {
+        let reader = try openReadOnly(file)
+        defer { try? reader.close() }
+        return try reader.use { db in
+            try db.execute("PRAGMA mmap_size = \(1 << 30)")
+            return try read(db)
+        }
+    }
+
+    /// User values read from the store, in the order of their paths.
+    struct ValueRows {
+        var keys = ContiguousArray<SettingPath>()
+        var values = ContiguousArray<ValueTable.UserValue>()
+        /// Whether each key sorts after the one before it (SQLite's order of the paths is their bytes' order).
+        var increasing = true
+        /// The largest serial of a row.
+        var serial: UInt64 = 0
+        /// Rows that could not be read, with the reason.
+        var unreadable: [(path: String, reason: String)] = []
+
+        /// The values as the broker keeps them: built in one pass when the keys are in order.
+        var table: ValueTable {
+            if increasing { return ValueTable(increasingKeys: keys, values: values) }
+            var table = ValueTable(minimumCapacity: keys.count)
+            for (key, value) in zip(keys, values) { table[key] = value }
+            return table
+        }
+    }
+
+    /// Reads the user values of every key.
+    static func readValues(_ db: SQLiteConnection) throws -> ValueRows {
+        var rows = ValueRows()
+        let count = Int(try db.integer("SELECT COUNT(*) FROM settings") ?? 0)
+        rows.keys.reserveCapacity(count)
+        rows.values.reserveCapacity(count)
+        // A store holds few distinct types: each type's text is parsed once.
+        var types: [String: DBusType] = [:]
+        try db.rows("SELECT path, type, value, serial FROM settings ORDER BY path") { row throws(SQLiteError) in
+            let path = row.text(0)
+            let serial = UInt64(bitPattern: row.integer(3))
+            rows.serial = max(rows.serial, serial)
+            do {
+                let typeText = row.text(1)
+                let type: DBusType
+                if let known = types[typeText] {
+                    type = known
+                } else {
+                    type = try DBusType(parsing: typeText)
+                    types[typeText] = type
+                }
+                let value = try GVariantText.parse(row.text(2), as: type)
+                let key = try SettingPath(path)
+                if rows.increasing, let last = rows.keys.last, !(last.rawValue < key.rawValue) { rows.increasing = false }
+                rows.keys.append(key)
+                rows.values.append(CommittedState.UserValue(value: value, serial: serial))
+            } catch {
+                rows.unreadable.append((path, "\(error)"))
+            }
+        }
+        return rows
     }
 
     private static func schema(from row: SQLiteRow) throws -> SettingSchema {

@@ -42,6 +42,14 @@ struct ValueTable {
         entries = OrderedDictionary(minimumCapacity: minimumCapacity)
     }
 
+    /// A table of keys given in strictly increasing byte order, with their values, built in one pass: no key
+    /// is looked up, since none can be there twice (a store's rows, read in the order of their paths).
+    init(increasingKeys keys: ContiguousArray<SettingPath>, values: ContiguousArray<UserValue>) {
+        precondition(keys.count == values.count)
+        entries = OrderedDictionary(uncheckedUniqueKeys: keys, values: values)
+        order = SortedKeys(increasing: keys.lazy.map(\.rawValue))
+    }
+
     /// The number of keys with a value.
     var count: Int { entries.count }
 

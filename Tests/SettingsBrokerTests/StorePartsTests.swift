@@ -60,6 +60,51 @@ struct StorePartsTests {
         #expect(MemoryLayout<ValueTable.UserValue>.stride <= 32)
     }
 
+    /// A store's values are read in the order of their paths and built into the table in one pass; a file whose
+    /// paths SQLite orders otherwise (here a column declared case-blind) is read whole all the same.
+    @Test(arguments: ["BINARY", "NOCASE"])
+    func aStoreIsReadWholeWhateverOrderItsRowsComeIn(collation: String) throws {
+        let directory = try StoreFiles.makeTemporaryDirectory()
+        let file = directory + "/t.db"
+        defer {
+            for suffix in ["", "-wal", "-shm"] { StoreFiles.removeIfPresent(file + suffix) }
+            StoreFiles.removeDirectory(directory)
+        }
+        let database = try SQLiteDatabase(path: file)
+        defer { try? database.close() }
+        let rows: [(path: String, value: String, serial: Int64)] = [
+            ("/a/b", "'lower b'", 4), ("/a/C", "'upper C'", 9), ("/a/a", "'lower a'", 2), ("/a/D", "'upper D'", 7),
+            ("/z", "'last'", 1), ("/a/bad//key", "'refused'", 3),
+        ]
+        try database.use { db in
+            try db.execute(
+                """
+                CREATE TABLE settings (
+                    path TEXT COLLATE \(collation) PRIMARY KEY NOT NULL, type TEXT NOT NULL, value TEXT NOT NULL,
+                    serial INTEGER NOT NULL) WITHOUT ROWID
+                """)
+            try StorePersistence.prepare(db, path: file)
+            for row in rows {
+                try db.execute(
+                    "INSERT INTO settings (path, type, value, serial) VALUES (?, 's', ?, ?)",
+                    [.text(row.path), .text(row.value), .integer(row.serial)])
+            }
+        }
+
+        let contents = try database.use { db in try StorePersistence.read(db) }
+
+        #expect(contents.values.count == 5)
+        for row in rows where row.path != "/a/bad//key" {
+            let entry = try #require(contents.values[try Self.key(row.path)])
+            #expect(entry.value == (try GVariantText.parse(row.value, as: .string)))
+            #expect(entry.serial == UInt64(row.serial))
+        }
+        #expect(Array(contents.values.order) == ["/a/C", "/a/D", "/a/a", "/a/b", "/z"])
+        #expect(contents.values.order.checkInvariants() == nil)
+        #expect(contents.unreadable.map(\.path) == ["/a/bad//key"])
+        #expect(contents.serial == 9)
+    }
+
     @Test func sqliteErrorsCarryTheirCodeAndARollbackUndoesTheTransaction() throws {
         let directory = try StoreFiles.makeTemporaryDirectory()
         let file = directory + "/t.db"
