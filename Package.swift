@@ -15,7 +15,8 @@ let swiftSettings: [SwiftSetting] = [
 /// a section of its own, the functions it runs from its start to an idle wait placed first in its text
 /// (`Sources/settings-broker/hot-functions.order`, written by `scripts/order-broker-functions`), so that the
 /// pages it keeps resident hold code it runs; its relocations packed (DT_RELR, glibc 2.36) and no symbol
-/// exported, so that neither is read at start. For the broker's own targets only, which no library product
+/// exported, so that neither is read at start; the C++ standard library linked in rather than loaded
+/// (`scripts/ld-broker`, which runs lld). For the broker's own targets only, which no library product
 /// holds, so an app that depends on the package never sees these flags.
 let brokerReleaseCompile: [SwiftSetting] = [
     .unsafeFlags(["-Xfrontend", "-function-sections"], .when(platforms: [.linux], configuration: .release))
@@ -36,7 +37,7 @@ let gioLink: [LinkerSetting] = [.linkedLibrary("gio-2.0"), .linkedLibrary("gobje
 let brokerReleaseLink: [LinkerSetting] = [
     .unsafeFlags(
         [
-            "-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs", "-Xlinker", "--no-export-dynamic",
+            "-ld-path=\(Context.packageDirectory)/scripts/ld-broker", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs", "-Xlinker", "--no-export-dynamic",
             "-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/Sources/settings-broker/hot-functions.order",
             "-Xlinker", "--no-warn-symbol-ordering",
         ], .when(platforms: [.linux], configuration: .release))
