@@ -7,9 +7,12 @@
 // How it keeps GLib's contract for backends:
 // - Reads come from a local copy of each directory in use. The first read below a directory (or GSettings'
 //   subscribe) watches it (Changed, matched with arg0path in the bus daemon) and then reads it whole
-//   (ReadTreeWithoutSchemaDefaults), before the read returns: every `gsettings` command is a new process that
-//   reads once. A key that reads only its schema's default is not in the copy: GSettings gives its own default
-//   (translated, or the desktop's), and g_settings_get_user_value() is NULL for it.
+//   (ReadTreeLayers), before the read returns: every `gsettings` command is a new process that reads once. The
+//   copy keeps the user's values and the administrator's defaults apart, as dconf's engine keeps its user and
+//   system databases: a key reads the user's value, else the administrator's default, else nothing, and
+//   GSettings then gives the schema's default (translated, or the desktop's). g_settings_get_user_value() is the
+//   user's value alone, g_settings_get_default_value() the administrator's default, else GSettings' own. The
+//   administrator's changes (Changed from origin `administrator`) are read again from the broker.
 // - Writes never block: the copy changes, `changed` is emitted, and the write is sent to the broker from the
 //   app's thread, without waiting for the answer, which the connection's filter takes on GDBus's thread; the
 //   broker commits one connection's writes in the order they were sent. A write the broker refuses (a type,
@@ -46,11 +49,13 @@
 
 typedef struct {
     GSettingsBackend parent_instance;
-    // Guards values, confirmed, in_flight, directories, writability, replies, reply_timer and pending.
+    // Guards values, administrator, confirmed, in_flight, directories, writability, replies, reply_timer and
+    // pending.
     GMutex lock;
     GCond idle;
     GDBusConnection *bus; // NULL when the session bus cannot be reached
-    GHashTable *values; // key -> GVariant (as stored: D-Bus types), what reads give; a key without a value is absent
+    GHashTable *values; // key -> GVariant (as stored: D-Bus types), the user's value; a key without one is absent
+    GHashTable *administrator; // key -> GVariant (as stored): the administrator's default, read with its directory
     GHashTable *confirmed; // key -> Confirmed: the broker's value of a key, with the serial it was known at
     GHashTable *in_flight; // key -> GUINT_TO_POINTER(the writes of the key sent, not answered yet)
     GHashTable *directories; // directory -> DirectoryWatch: the directories read and watched
@@ -64,6 +69,7 @@ typedef struct {
     guint description_subscription;
     gboolean warned_unreachable;
     gchar *broker; // the broker's unique name, from the last Changed its subscription received (NULL: none yet)
+    guint64 administrator_serial; // the serial of the last administrator's Changed read again for
     guint filter; // the connection's filter that takes Changed signals on GDBus's own thread
     struct FilterTarget *filter_target;
 } SettingsBusBackend;
@@ -222,20 +228,76 @@ static GVariant *call_broker(SettingsBusBackend *self, const gchar *method, GVar
                                        NULL, error);
 }
 
-// Reads the values of a directory that the user or the administrator set, `(a{sv}t)` (NULL, with `error` set,
-// when it fails): a key that reads only its schema's default is left out, so that GSettings gives its own
-// default (translated, or the desktop's) and g_settings_get_user_value() is NULL for it. A broker older than
-// version 4 answers UnknownMethod, and its ReadTree then gives every value, defaults included.
+// Reads a directory's values by whose they are, `(a{sv}a{sv}t)`: the user's, the administrator's defaults, and the
+// serial (NULL, with `error` set, when it fails). A key in neither reads its schema's default: GSettings gives its
+// own. A broker older than version 5 answers UnknownMethod: then its ReadTreeWithoutSchemaDefaults (version 4),
+// else its ReadTree, gives the values it serves, taken as the user's.
 static GVariant *read_directory(SettingsBusBackend *self, const gchar *directory, GError **error) {
-    GError *unknown = NULL;
-    GVariant *reply = call_broker(self, "ReadTreeWithoutSchemaDefaults", g_variant_new("(s)", directory), "(a{sv}t)",
-                                  &unknown);
-    if (reply || !g_error_matches(unknown, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_METHOD)) {
-        if (unknown) g_propagate_error(error, unknown);
-        return reply;
+    static const gchar *const methods[] = {"ReadTreeLayers", "ReadTreeWithoutSchemaDefaults", "ReadTree"};
+    for (gsize index = 0; index < G_N_ELEMENTS(methods); index++) {
+        GError *failure = NULL;
+        GVariant *reply = call_broker(self, methods[index], g_variant_new("(s)", directory),
+                                      index == 0 ? "(a{sv}a{sv}t)" : "(a{sv}t)", &failure);
+        if (reply && index == 0) return reply;
+        if (reply) {
+            GVariant *values = g_variant_get_child_value(reply, 0);
+            guint64 serial = 0;
+            g_variant_get_child(reply, 1, "t", &serial);
+            GVariant *layers =
+                g_variant_ref_sink(g_variant_new("(@a{sv}@a{sv}t)", values, g_variant_new("a{sv}", NULL), serial));
+            g_variant_unref(values);
+            g_variant_unref(reply);
+            return layers;
+        }
+        if (!g_error_matches(failure, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_METHOD) ||
+            index + 1 == G_N_ELEMENTS(methods)) {
+            g_propagate_error(error, failure);
+            return NULL;
+        }
+        g_error_free(failure);
     }
-    g_error_free(unknown);
-    return call_broker(self, "ReadTree", g_variant_new("(s)", directory), "(a{sv}t)", error);
+    return NULL;
+}
+
+// Takes the administrator's defaults of a directory's read (`defaults`, a{sv}): each key below `directory` that
+// has one gets it, each that no longer has one loses it; each key whose default changed is added to `changed`
+// (NULL: not collected). With `read_only`, only keys of directories read already (a read again of a directory
+// above them: the copy holds no other key). Lock held.
+static void take_administrator_locked(SettingsBusBackend *self, const gchar *directory, GVariant *defaults,
+                                      gboolean read_only, GPtrArray *changed) {
+    GHashTableIter iter;
+    gpointer key, value;
+    GPtrArray *gone = g_ptr_array_new_with_free_func(g_free);
+    g_hash_table_iter_init(&iter, self->administrator);
+    while (g_hash_table_iter_next(&iter, &key, &value)) {
+        if (!g_str_has_prefix(key, directory)) continue;
+        GVariant *kept = g_variant_lookup_value(defaults, key, NULL);
+        if (kept)
+            g_variant_unref(kept);
+        else
+            g_ptr_array_add(gone, g_strdup(key));
+    }
+    for (guint index = 0; index < gone->len; index++) {
+        g_hash_table_remove(self->administrator, gone->pdata[index]);
+        if (changed) g_ptr_array_add(changed, g_strdup(gone->pdata[index]));
+    }
+    g_ptr_array_unref(gone);
+    GVariantIter entries;
+    const gchar *name = NULL;
+    GVariant *entry = NULL;
+    g_variant_iter_init(&entries, defaults);
+    while (g_variant_iter_loop(&entries, "{&sv}", &name, &entry)) {
+        GVariant *old = g_hash_table_lookup(self->administrator, name);
+        if (old && g_variant_equal(old, entry)) continue;
+        if (read_only) {
+            gchar *name_directory = directory_of(name);
+            gboolean read = g_hash_table_contains(self->directories, name_directory);
+            g_free(name_directory);
+            if (!read) continue;
+        }
+        g_hash_table_insert(self->administrator, g_strdup(name), g_variant_ref(entry));
+        if (changed) g_ptr_array_add(changed, g_strdup(name));
+    }
 }
 
 // MARK: - The signal thread
@@ -316,12 +378,15 @@ static void load_directory(SettingsBusBackend *self, const gchar *directory) {
     }
     if (reply) {
         GVariantIter *values = NULL;
+        GVariant *defaults = NULL;
         const gchar *key = NULL;
         GVariant *value = NULL;
-        g_variant_get(reply, "(a{sv}t)", &values, &watch->serial);
+        g_variant_get(reply, "(a{sv}@a{sv}t)", &values, &defaults, &watch->serial);
         while (g_variant_iter_loop(values, "{&sv}", &key, &value))
             confirm_locked(self, key, value, watch->serial, TRUE, NULL);
+        take_administrator_locked(self, directory, defaults, FALSE, NULL);
         g_variant_iter_free(values);
+        g_variant_unref(defaults);
         g_variant_unref(reply);
     }
     g_hash_table_insert(self->directories, g_strdup(directory), watch);
@@ -339,17 +404,25 @@ static void load_directory_of(SettingsBusBackend *self, const gchar *key) {
     g_free(directory);
 }
 
-static GVariant *settings_bus_backend_read(GSettingsBackend *backend, const gchar *key,
-                                           const GVariantType *expected_type, gboolean default_value) {
-    SettingsBusBackend *self = SETTINGS_BUS_BACKEND(backend);
-    // The schema's default is GSettings' own: the broker is asked for the user's value.
-    if (default_value) return NULL;
+// What a read gives: the value in force (the user's, else the administrator's default), the default (the
+// administrator's), or the user's value alone.
+typedef enum { READ_VALUE, READ_DEFAULT, READ_USER } ReadLayer;
+
+// A key's value in the copy for a read of `layer` (NULL: none). Lock held.
+static GVariant *layer_value_locked(SettingsBusBackend *self, const gchar *key, ReadLayer layer) {
+    GVariant *user = layer == READ_DEFAULT ? NULL : g_hash_table_lookup(self->values, key);
+    if (user || layer == READ_USER) return user;
+    return g_hash_table_lookup(self->administrator, key);
+}
+
+static GVariant *read_layer(SettingsBusBackend *self, const gchar *key, const GVariantType *expected_type,
+                            ReadLayer layer) {
     // A key in the copy is of a directory read already (a write reads its directory before it changes the copy):
-    // one lookup. A key not in the copy of a directory read has no value of the user's (GSettings gives its
-    // default): a second lookup, of the directory, without allocating for keys of usual length. Otherwise the
-    // key's directory is read first.
+    // one lookup. A key not in the copy of a directory read has no value there (GSettings gives its default): a
+    // second lookup, of the directory, without allocating for keys of usual length. Otherwise the key's
+    // directory is read first.
     g_mutex_lock(&self->lock);
-    GVariant *stored = g_hash_table_lookup(self->values, key);
+    GVariant *stored = layer_value_locked(self, key, layer);
     GVariant *value = stored ? read_form(stored, expected_type) : NULL;
     gboolean read_already = stored != NULL;
     if (!stored) {
@@ -365,10 +438,21 @@ static GVariant *settings_bus_backend_read(GSettingsBackend *backend, const gcha
     if (read_already) return value;
     load_directory_of(self, key);
     g_mutex_lock(&self->lock);
-    stored = g_hash_table_lookup(self->values, key);
+    stored = layer_value_locked(self, key, layer);
     value = stored ? read_form(stored, expected_type) : NULL;
     g_mutex_unlock(&self->lock);
     return value;
+}
+
+static GVariant *settings_bus_backend_read(GSettingsBackend *backend, const gchar *key,
+                                           const GVariantType *expected_type, gboolean default_value) {
+    // The default is the administrator's, else GSettings' own (NULL).
+    return read_layer(SETTINGS_BUS_BACKEND(backend), key, expected_type, default_value ? READ_DEFAULT : READ_VALUE);
+}
+
+static GVariant *settings_bus_backend_read_user_value(GSettingsBackend *backend, const gchar *key,
+                                                      const GVariantType *expected_type) {
+    return read_layer(SETTINGS_BUS_BACKEND(backend), key, expected_type, READ_USER);
 }
 
 static void settings_bus_backend_subscribe(GSettingsBackend *backend, const gchar *name) {
@@ -384,8 +468,8 @@ static void settings_bus_backend_unsubscribe(GSettingsBackend *backend, const gc
     (void) name;
 }
 
-// Reads a directory again (a Changed that carried no values: secret keys, or a commit too large to list) and
-// announces what differs.
+// Reads a directory again (a Changed that carried no values: secret keys, or a commit too large to list; or one of
+// the administrator's) and announces what differs.
 static void reload_directory(SettingsBusBackend *self, const gchar *path) {
     GError *error = NULL;
     gchar *directory = g_str_has_suffix(path, "/") ? g_strdup(path) : directory_of(path);
@@ -397,8 +481,9 @@ static void reload_directory(SettingsBusBackend *self, const gchar *path) {
         return;
     }
     GVariantIter *values = NULL;
+    GVariant *defaults = NULL;
     guint64 serial = 0;
-    g_variant_get(reply, "(a{sv}t)", &values, &serial);
+    g_variant_get(reply, "(a{sv}@a{sv}t)", &values, &defaults, &serial);
     GHashTable *fresh = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify) g_variant_unref);
     const gchar *key = NULL;
     GVariant *value = NULL;
@@ -426,7 +511,9 @@ static void reload_directory(SettingsBusBackend *self, const gchar *path) {
             confirm_locked(self, held_key, held_value, serial, TRUE, changed);
         g_free(key_directory);
     }
+    take_administrator_locked(self, directory, defaults, TRUE, changed);
     g_mutex_unlock(&self->lock);
+    g_variant_unref(defaults);
     for (guint index = 0; index < changed->len; index++)
         g_settings_backend_changed(G_SETTINGS_BACKEND(self), changed->pdata[index], NULL);
     g_ptr_array_unref(gone);
@@ -445,10 +532,11 @@ static void take_change_locked(SettingsBusBackend *self, const gchar *key, GVari
     if (watch && serial > watch->serial) confirm_locked(self, key, value, serial, TRUE, changed);
 }
 
-// Takes a Changed(path, values, removed, serial, origin) signal of the broker `sender`. A key left with its schema's
-// default is in both lists (version 4): it is taken as removed, after its value, so that GSettings gives its own
-// default. From the connection's filter (`subscribed` false), on GDBus's thread, only a signal of the broker the
-// subscription heard last is taken, and one without values (secret keys, or a commit too large to list) is left
+// Takes a Changed(path, values, removed, serial, origin) signal of the broker `sender`. A key left without a value
+// of the user's is in both lists (version 4 for a schema's default, 5 for the administrator's): it is taken as
+// removed, after its value, and reads the administrator's default, else GSettings' own. From the connection's
+// filter (`subscribed` false), on GDBus's thread, only a signal of the broker the subscription heard last is
+// taken, and one without values (secret keys, or a commit too large to list) or of the administrator's is left
 // to the subscription, which reads the directory again; the subscription (on the signal thread) takes every
 // signal, and learns the broker's name from it. A signal taken twice changes nothing the second time.
 static void take_changed(SettingsBusBackend *self, const gchar *sender, GVariant *parameters, gboolean subscribed) {
@@ -457,11 +545,18 @@ static void take_changed(SettingsBusBackend *self, const gchar *sender, GVariant
     GVariantIter *values = NULL;
     GVariantIter *removed = NULL;
     guint64 serial = 0;
-    g_variant_get(parameters, "(&sa{sv}ast&s)", &path, &values, &removed, &serial, NULL);
+    const gchar *origin = NULL;
+    g_variant_get(parameters, "(&sa{sv}ast&s)", &path, &values, &removed, &serial, &origin);
     gsize count = g_variant_iter_n_children(values) + g_variant_iter_n_children(removed);
     GPtrArray *changed = g_ptr_array_new_with_free_func(g_free);
     g_mutex_lock(&self->lock);
-    gboolean take = subscribed ? TRUE : count > 0 && sender && g_strcmp0(sender, self->broker) == 0;
+    // The administrator's change: what a key reads may now be a default or lock of theirs, which the signal's
+    // values do not tell from the user's; the subscription reads the path again, by whose its values are (once,
+    // though each subscription below the path hears the signal).
+    gboolean administrator = g_strcmp0(origin, "administrator") == 0;
+    gboolean reload = subscribed && (count == 0 || (administrator && serial > self->administrator_serial));
+    if (reload && administrator) self->administrator_serial = serial;
+    gboolean take = !administrator && (subscribed ? TRUE : count > 0 && sender && g_strcmp0(sender, self->broker) == 0);
     if (subscribed && g_strcmp0(sender, self->broker) != 0) {
         g_free(self->broker);
         self->broker = g_strdup(sender);
@@ -475,7 +570,7 @@ static void take_changed(SettingsBusBackend *self, const gchar *sender, GVariant
     g_mutex_unlock(&self->lock);
     for (guint index = 0; index < changed->len; index++)
         g_settings_backend_changed(G_SETTINGS_BACKEND(self), changed->pdata[index], NULL);
-    if (subscribed && count == 0) reload_directory(self, path);
+    if (reload) reload_directory(self, path);
     g_variant_iter_free(values);
     g_variant_iter_free(removed);
     g_ptr_array_unref(changed);
@@ -926,6 +1021,7 @@ static void settings_bus_backend_finalize(GObject *object) {
     g_main_loop_unref(self->loop);
     g_main_context_unref(self->context);
     g_hash_table_unref(self->values);
+    g_hash_table_unref(self->administrator);
     g_hash_table_unref(self->confirmed);
     g_hash_table_unref(self->in_flight);
     g_hash_table_unref(self->directories);
@@ -952,6 +1048,7 @@ static void settings_bus_backend_init(SettingsBusBackend *self) {
     g_mutex_init(&self->lock);
     g_cond_init(&self->idle);
     self->values = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify) g_variant_unref);
+    self->administrator = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify) g_variant_unref);
     self->confirmed = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, confirmed_free);
     self->in_flight = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     self->directories = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, directory_watch_free);
@@ -980,6 +1077,7 @@ static void settings_bus_backend_class_init(SettingsBusBackendClass *class) {
     GObjectClass *object_class = G_OBJECT_CLASS(class);
     object_class->finalize = settings_bus_backend_finalize;
     class->read = settings_bus_backend_read;
+    class->read_user_value = settings_bus_backend_read_user_value;
     class->write = settings_bus_backend_write;
     class->write_tree = settings_bus_backend_write_tree;
     class->reset = settings_bus_backend_reset;

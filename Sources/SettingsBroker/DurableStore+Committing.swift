@@ -243,8 +243,8 @@ extension DurableStore {
     }
 
     /// Adds the effective values of changed keys to a change, as ``SettingsRules/changedKey(_:effective:schema:)``
-    /// reports them: a secret key without its value. A key left with nothing but its schema's default carries
-    /// the default and is listed as removed too (no value of the user's or the administrator's is left).
+    /// reports them: a secret key without its value. A key left without a value of the user's carries the value
+    /// it reads (its schema's default, or the administrator's default or lock) and is listed as removed too.
     static func describe(_ keys: ArraySlice<SettingPath>, _ state: CommittedState, into change: inout CommittedChange) {
         for key in keys {
             let schema = state.schemas[key]
@@ -255,7 +255,7 @@ extension DurableStore {
                 change.secretKeys.append(key.rawValue)
             } else if let value = changed.value {
                 change.values.append(CommittedChange.Value(key: key.rawValue, value: value))
-                if state.source(of: key, user: user, schema: schema, effective: value) == .schema {
+                if state.source(of: key, user: user, schema: schema, effective: value) != .user {
                     change.removed.append(key.rawValue)
                 }
             } else {

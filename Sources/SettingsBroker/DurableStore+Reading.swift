@@ -112,6 +112,48 @@ extension DurableStore {
         return (result, serial, withheld)
     }
 
+    /// The values below a directory by whose they are (`ReadTreeLayers`), and the serial they were read at:
+    /// `user` holds each key whose user value is served (not held back by a lock, of its schema's type),
+    /// `administrator` each administrator's default that its key's schema accepts, whether or not a user value
+    /// is served over it. Secret keys as in ``readTree(_:includingSecrets:schemaDefaults:)``; read in pieces
+    /// like it.
+    func readTreeLayers(_ directory: SettingDirectory, includingSecrets: Bool) -> (
+        user: [String: DBusValue], administrator: [String: DBusValue], serial: UInt64, withheld: Bool
+    ) {
+        var user: [String: DBusValue] = [:]
+        var withheld = false
+        let serial = readInPieces(directory) { state, resume, limit in
+            if resume == nil {
+                user.removeAll(keepingCapacity: true)
+                withheld = false
+            }
+            return state.forEachKey(in: directory, after: resume, limit: limit) { key, userValue, schema in
+                if let schema, schema.isSecret, !includingSecrets {
+                    withheld = true
+                    return
+                }
+                let path = SettingPath(unchecked: key)
+                if let value = state.effectiveValue(userValue, schema, key: path),
+                    state.source(of: path, user: userValue, schema: schema, effective: value) == .user
+                {
+                    user[key] = value
+                }
+            }
+        }
+        var administrator: [String: DBusValue] = [:]
+        committed.withLock { state in
+            for (key, entry) in state.administrator.defaults where directory.contains(key) {
+                let schema = state.schemas[key]
+                if let schema, schema.isSecret, !includingSecrets {
+                    withheld = true
+                } else if let value = SettingsRules.administratorDefault(entry.value, under: schema) {
+                    administrator[key.rawValue] = value
+                }
+            }
+        }
+        return (user, administrator, serial, withheld)
+    }
+
     /// The direct children of a directory: key names, and subdirectory names ending in `/`, sorted.
     ///
     /// A subdirectory is passed over with one search, whatever it holds; read in pieces like ``readTree(_:)``.

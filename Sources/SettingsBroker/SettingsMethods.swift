@@ -45,6 +45,7 @@ struct SettingsMethods: Sendable {
             task(Settings1.HistoryRequest.self, history),
             task(Settings1.LocksRequest.self, locks),
             task(Settings1.ReadTreeWithoutSchemaDefaultsRequest.self, readTreeWithoutSchemaDefaults),
+            task(Settings1.ReadTreeLayersRequest.self, readTreeLayers),
         ]
     }
 
@@ -80,6 +81,19 @@ struct SettingsMethods: Sendable {
         _ call: DBusMethodCall, _ request: Settings1.ReadTreeWithoutSchemaDefaultsRequest
     ) throws -> Settings1.ValuesReply {
         try readTree(call, request.directory, schemaDefaults: false)
+    }
+
+    func readTreeLayers(_ call: DBusMethodCall, _ request: Settings1.ReadTreeLayersRequest) throws
+        -> Settings1.LayersReply
+    {
+        try confine(call, directory: request.directory)
+        let layers = store.readTreeLayers(request.directory, includingSecrets: readsSecrets(call))
+        if layers.withheld, call.senderUnixUser == nil { throw DBusMethodCall.SenderUnixUserNeeded() }
+        return try SettingsInterface.fitting(
+            Settings1.LayersReply(
+                user: Settings1.ValueMap(layers.user), administrator: Settings1.ValueMap(layers.administrator),
+                serial: layers.serial),
+            "the values under \(request.directory)")
     }
 
     private func readTree(_ call: DBusMethodCall, _ directory: SettingDirectory, schemaDefaults: Bool) throws

@@ -400,7 +400,7 @@ final class WatchHub: Sendable {
             // The key's own name is all there is to look for: no other name needs to be read as a path.
             let name = key.rawValue
             for (text, value) in signal.values where text == name { update.values[key] = value }
-            // A key left with its schema's default is in both lists: it has a value, the default.
+            // A key left without a value of the user's is in both lists: it has a value, a default.
             for text in signal.removed where text == name && update.values[key] == nil { update.removed.insert(key) }
         case .directory:
             for (text, value) in signal.values {

@@ -95,6 +95,82 @@ struct GSettingsDefaultsTests {
         }
     }
 
+    /// A python3-gi app: it prints `size`'s value, user value and default value, then for each step (a write by
+    /// gdbus, or the administrator's new defaults file, whose path is in ADMIN_DEFAULTS) prints them again once its
+    /// `changed` handler ran (or `timeout` after 10 s).
+    static let administratorApp = """
+        import os, subprocess
+        from gi.repository import Gio, GLib
+        settings = Gio.Settings.new('org.example.Look')
+        def show(label):
+            user = settings.get_user_value('size')
+            default = settings.get_default_value('size')
+            print(label, settings.get_int('size'), 'none' if user is None else user.print_(False),
+                  default.print_(False), flush=True)
+        def gdbus(method, *arguments):
+            subprocess.run(['gdbus', 'call', '--session', '--dest', 'io.github.settingsbus.Settings1',
+                            '--object-path', '/io/github/settingsbus/Settings1',
+                            '--method', 'io.github.settingsbus.Settings1.' + method] + list(arguments),
+                           check=True, stdout=subprocess.DEVNULL)
+        def administrator():
+            with open(os.environ['ADMIN_DEFAULTS'] + '.new', 'w') as f:
+                f.write('[org/example/look]\\nsize=12\\n')
+            os.rename(os.environ['ADMIN_DEFAULTS'] + '.new', os.environ['ADMIN_DEFAULTS'])
+        show('start')
+        loop = GLib.MainLoop()
+        for label, step in [('set', lambda: gdbus('Set', '/org/example/look/size', '<8>')),
+                            ('reset', lambda: gdbus('Reset', '/org/example/look/size')),
+                            ('administrator', administrator)]:
+            handler = settings.connect('changed::size', lambda *_: loop.quit())
+            timer = GLib.timeout_add_seconds(10, lambda: (print('timeout', flush=True), loop.quit()) and False)
+            step()
+            loop.run()
+            GLib.source_remove(timer) if GLib.main_context_default().find_source_by_id(timer) else None
+            settings.disconnect(handler)
+            show(label)
+        """
+
+    /// An administrator's default reads as a default, as from dconf's system databases: the value while the user
+    /// has none, never the user's value, and GSettings' default value; a user value over it, and a reset back to
+    /// it; and the administrator's change of it reaches a running app.
+    @Test func anAdministratorsDefaultReadsAsADefaultAndNeverAsTheUsersValue() async throws {
+        let data = try GSettingsSchemaSourceTests.DataFolder()
+        defer { data.remove() }
+        try data.install(Self.look, as: "org.example.Look.gschema.xml")
+        try await data.compileForGSettings()
+        let admin = data.folder.appendingPathComponent("admin")
+        for folder in ["defaults.d", "locks.d"] {
+            try FileManager.default.createDirectory(
+                at: admin.appendingPathComponent(folder), withIntermediateDirectories: true)
+        }
+        let defaults = admin.appendingPathComponent("defaults.d/10-site.conf")
+        try "[org/example/look]\nsize=10\n".write(to: defaults, atomically: true, encoding: .utf8)
+
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus, arguments: data.arguments + ["--admin-dir", admin.path])
+            try await broker.waitForLog(containing: "read the GSettings schemas")
+            let connection = try await bus.connect()
+
+            let app = try await TestProcess.run(
+                "/usr/bin/python3", ["-c", Self.administratorApp],
+                environment: data.environment(bus, ["ADMIN_DEFAULTS": defaults.path]))
+            #expect(app.status == 0, "\(app.stderr)")
+            #expect(
+                app.stdout == "start 10 none 10\nset 8 8 10\nreset 10 none 10\nadministrator 12 none 12\n",
+                "\(app.stdout)\(app.stderr)")
+            #expect(!app.stderr.contains("settingsbus:"), "\(app.stderr)")
+
+            // The broker keeps them apart: no value of the user's, the administrator's default.
+            let layers = try await connection.settings("ReadTreeLayers", [.string("/org/example/look/")])
+            #expect(layers.count == 3, "\(layers)")
+            #expect(layers.first.map { GVariantText.format($0) } == "@a{sv} {}", "\(layers)")
+            #expect(layers.dropFirst().first.map { GVariantText.format($0) } == "{'/org/example/look/size': <12>}")
+
+            await connection.close()
+            #expect(await broker.stop() == 0)
+        }
+    }
+
     @Test func flagsChoicesOfAnArrayAndAliasesHoldForEveryWriterAndOutliveARestart() async throws {
         let data = try GSettingsSchemaSourceTests.DataFolder()
         defer { data.remove() }

@@ -163,6 +163,24 @@ struct AdministratorTests {
             #expect(ReportedError(python)?.name == notWritable, "\(python.stdout)\(python.stderr)")
             #expect(ReportedError(gdbus)?.message.contains("locks.d/site, line 2") == true)
 
+            // ReadTreeLayers keeps them apart: the user's value served (the locked key's is not), and every
+            // administrator's default its schema accepts, also one a user value is served over.
+            let layers = try Settings1.LayersReply(
+                try await connection.settings("ReadTreeLayers", [.string("/org/example/app/")]))
+            #expect(layers.user.dictionary == ["/org/example/app/theme": .string("light")], "\(layers)")
+            #expect(
+                layers.administrator.dictionary == [
+                    "/org/example/app/size": .int64(14), "/org/example/app/theme": .string("dark"),
+                    "/org/example/app/wallpaper": .string("company.png"),
+                ], "\(layers)")
+            // A reset back to the administrator's default: the key is in both lists of its Changed.
+            let changed = try await Self.signals("Changed", about: "/org/example/app/theme", on: connection)
+            _ = try await connection.settings("Reset", [.string("/org/example/app/theme")])
+            let reset = try Settings1.ChangedSignal(try await changed.next(timeLimit: .seconds(10)).body)
+            #expect(reset.values.dictionary["/org/example/app/theme"] == .string("dark"))
+            #expect(reset.removed == ["/org/example/app/theme"])
+            _ = try await connection.settings("Set", [.string("/org/example/app/theme"), .variant(.string("light"))])
+
             // Status names the files in force.
             let status = GVariantText.format(.structure(try await connection.settings("Status")))
             #expect(status.contains("10-site.conf"), "\(status)")

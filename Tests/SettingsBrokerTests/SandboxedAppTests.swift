@@ -123,6 +123,7 @@ struct SandboxedAppTests {
                 try await app.call("Set", "sv", "('/org/example/Editor/font-size', dbus.Int32(14, variant_level=1))")[
                     "ok"] != nil)
             #expect(try await app.call("ReadTree", "s", "('/org/example/Editor/',)")["ok"] != nil)
+            #expect(try await app.call("ReadTreeLayers", "s", "('/org/example/Editor/',)")["ok"] != nil)
             #expect(try await app.call("List", "s", "('/org/example/',)").keys.contains("error"))
             // The shared keys: read, not written.
             #expect(try await app.call("Get", "s", "('/org/freedesktop/appearance/color-scheme',)")["ok"] != nil)
@@ -136,6 +137,8 @@ struct SandboxedAppTests {
                 ("Get", "s", "('/org/other/Mail/password-hint',)"),
                 ("GetMany", "as", "(['/org/example/Editor/font-size', '/org/other/Mail/password-hint'],)"),
                 ("ReadTree", "s", "('/',)"),
+                ("ReadTreeWithoutSchemaDefaults", "s", "('/org/',)"),
+                ("ReadTreeLayers", "s", "('/',)"),
                 ("List", "s", "('/',)"),
                 ("Locks", "s", "('/org/',)"),
                 ("Describe", "s", "('/org/other/Mail/password-hint',)"),

@@ -71,7 +71,7 @@ struct ScriptTests {
             #expect(description.contains("value         variant             int32 12"), "\(description)")
             #expect(
                 try await Self.output(bus, tool, "properties")
-                    == "   variant       uint64 2\n   variant       uint32 4\n")
+                    == "   variant       uint64 2\n   variant       uint32 5\n")
             #expect(try await Self.output(bus, tool, "reset", ["/test/scripts/"]) == "   uint64 3\n")
             try await Self.failure(bus, tool, "get", ["/test/scripts/size"], message: "Error.UnknownKey")
             try await Self.failure(
@@ -130,7 +130,7 @@ struct ScriptTests {
             #expect(description.contains("'value': <uint32 8>"), "\(description)")
             #expect(
                 try await Self.output(bus, tool, "properties")
-                    == "({'Serial': <uint64 7>, 'Version': <uint32 4>},)\n")
+                    == "({'Serial': <uint64 7>, 'Version': <uint32 5>},)\n")
             #expect(try await Self.output(bus, tool, "reset", ["/test/scripts/theme"]) == "(uint64 8,)\n")
             try await Self.failure(
                 bus, tool, "set", ["/test/scripts/tab-width", "'wide'"], message: "Error.TypeMismatch")
@@ -184,7 +184,7 @@ struct ScriptTests {
             #expect(description.contains(#""summary" s "Spaces per tab""#), "\(description)")
             #expect(description.contains(#""range" (uu) 1 16"#), "\(description)")
             #expect(description.contains(#""value" u 8"#), "\(description)")
-            #expect(try await Self.output(bus, tool, "properties") == "t 6\nu 4\n")
+            #expect(try await Self.output(bus, tool, "properties") == "t 6\nu 5\n")
             #expect(try await Self.output(bus, tool, "reset", ["/test/scripts/"]) == "t 7\n")
             try await Self.failure(bus, tool, "get", ["/test/scripts/theme"], message: "has no value")
             try await Self.failure(bus, tool, "set", ["/test/scripts/tab-width", "u", "99"], message: "out of range")

@@ -318,7 +318,7 @@ struct VerbTests {
             #expect(fields["name"] == "io.github.settingsbus.Settings1", "\(text)")
             #expect(fields["owner"] == broker.uniqueName.rawValue, "\(text)")
             #expect(fields["pid"] == "\(broker.pid)", "\(text)")
-            #expect(fields["version"] == "4", "\(text)")
+            #expect(fields["version"] == "5", "\(text)")
             #expect(fields["serial"] == "2", "\(text)")
             #expect(fields["keys"] == "2", "\(text)")
             #expect(fields["store"] == broker.storePath, "\(text)")

@@ -58,6 +58,12 @@ struct Settings1ContractTests {
         Sample(Settings1.LocksRequest(directory: directory("/org/example/"))),
         Sample(Settings1.LocksReply(locks: ["/org/", "/org/example/kiosk/wallpaper"])),
         Sample(Settings1.ReadTreeWithoutSchemaDefaultsRequest(directory: directory("/org/gnome/desktop/interface/"))),
+        Sample(Settings1.ReadTreeLayersRequest(directory: directory("/org/gnome/desktop/interface/"))),
+        Sample(
+            Settings1.LayersReply(
+                user: Settings1.ValueMap(["/a/b": .int32(1)]),
+                administrator: Settings1.ValueMap(["/a/b": .int32(2), "/a/c": .string("x")]), serial: 9)),
+        Sample(Settings1.LayersReply(user: [:], administrator: [:], serial: 0), "empty"),
         Sample(Settings1.SetRequest(key: key("/org/example/theme"), value: .variant(.string("dark")))),
         Sample(Settings1.SetFromStringRequest(key: key("/org/example/ids"), text: "[1, 2]")),
         Sample(

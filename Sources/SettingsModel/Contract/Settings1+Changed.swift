@@ -20,8 +20,8 @@ extension Settings1 {
         public var path: SettingLocation
         /// The new effective values (a reset key with a default carries the default), by key, in key order.
         public var values: ValueMap
-        /// The keys left without a value of the user's or the administrator's: without any value, or (also in
-        /// `values`, with it) with their schema's default (since version 4).
+        /// The keys left without a value of the user's: without any value, or (also in `values`, with it) with a
+        /// default: their schema's (since version 4), or the administrator's default or lock (since version 5).
         public var removed: [String]
         /// The serial of the commit.
         public var serial: UInt64

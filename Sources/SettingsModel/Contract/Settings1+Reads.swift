@@ -102,7 +102,8 @@ extension Settings1 {
     ///
     /// A GSettings backend reads a directory so: GSettings then gives a key left out its own default (translated,
     /// or a desktop's), and `g_settings_get_user_value()` is NULL for it. ``ChangedSignal`` lists a key that comes
-    /// to read its schema's default among its removed keys.
+    /// to read its schema's default among its removed keys. Since version 5 a backend reads ``ReadTreeLayersRequest``,
+    /// which also tells the administrator's defaults from the user's values.
     public struct ReadTreeWithoutSchemaDefaultsRequest: Request {
         public typealias Reply = ValuesReply
         public static let method: MemberName = "ReadTreeWithoutSchemaDefaults"
@@ -123,6 +124,67 @@ extension Settings1 {
         }
 
         public var body: [DBusValue] { [.string(directory.rawValue)] }
+    }
+
+    /// `ReadTreeLayers(s dir) → (a{sv} user, a{sv} administrator, t serial)` (since version 5): the values under a
+    /// directory by whose they are, as a GSettings backend keeps them. `user` holds each key whose value of the
+    /// user's is served (one a lock holds back is not); `administrator` each default of the administrator's
+    /// that the key's schema accepts, whether or not a value of the user's is served over it. A key in neither
+    /// reads its schema's default.
+    ///
+    /// GSettings reads an administrator's default as a default, as from dconf's system databases:
+    /// `g_settings_get_user_value()` is NULL for it and `g_settings_get_default_value()` gives it.
+    public struct ReadTreeLayersRequest: Request {
+        public typealias Reply = LayersReply
+        public static let method: MemberName = "ReadTreeLayers"
+        public static let arguments = [DBusArgument("dir", .string)]
+        public static var sinceVersion: UInt32 { 5 }
+
+        /// The directory to read.
+        public var directory: SettingDirectory
+
+        /// Makes the request.
+        public init(directory: SettingDirectory) {
+            self.directory = directory
+        }
+
+        public init(_ body: [DBusValue]) throws(SettingsError) {
+            let reader = try BodyReader(body, Self.arguments, "ReadTreeLayers")
+            directory = try reader.directory(0)
+        }
+
+        public var body: [DBusValue] { [.string(directory.rawValue)] }
+    }
+
+    /// The reply of `ReadTreeLayers`: `(a{sv} user, a{sv} administrator, t serial)`, read at one serial.
+    public struct LayersReply: MessageBody {
+        public static let arguments = [
+            DBusArgument("user", Settings1.stringMap), DBusArgument("administrator", Settings1.stringMap),
+            DBusArgument("serial", .uint64),
+        ]
+
+        /// Each key whose value of the user's is served, and the value, sorted by key.
+        public var user: ValueMap
+        /// Each key with a default of the administrator's, and the default, sorted by key.
+        public var administrator: ValueMap
+        /// The serial of the store's last commit when the values were read.
+        public var serial: UInt64
+
+        /// Makes the reply.
+        public init(user: ValueMap, administrator: ValueMap, serial: UInt64) {
+            self.user = user
+            self.administrator = administrator
+            self.serial = serial
+        }
+
+        public init(_ body: [DBusValue]) throws(SettingsError) {
+            let reader = try BodyReader(body, Self.arguments, "the reply of ReadTreeLayers")
+            user = try reader.map(0)
+            administrator = try reader.map(1)
+            serial = try reader.uint64(2)
+        }
+
+        public var body: [DBusValue] { [user.dbusValue, administrator.dbusValue, .uint64(serial)] }
     }
 
     /// The reply of `GetMany` and `ReadTree`: `(a{sv} values, t serial)`, the values read at one serial.

@@ -30,14 +30,14 @@ public enum Settings1 {
     /// The interface's version, reported by the `Version` property: a method added to the interface after
     /// version 1 says since which version it exists (``Request/sinceVersion``). An incompatible change is a new
     /// interface, `Settings2`.
-    public static let version: UInt32 = 4
+    public static let version: UInt32 = 5
 
     /// The request type of every method of the interface, in the order of the interface XML.
     public static let requests: [any Request.Type] = [
         GetRequest.self, GetManyRequest.self, ReadTreeRequest.self, ListRequest.self, SetRequest.self,
         SetFromStringRequest.self, ApplyRequest.self, ResetRequest.self, RegisterRequest.self, UnregisterRequest.self,
         DescribeRequest.self, StatusRequest.self, HistoryRequest.self, LocksRequest.self,
-        ReadTreeWithoutSchemaDefaultsRequest.self,
+        ReadTreeWithoutSchemaDefaultsRequest.self, ReadTreeLayersRequest.self,
     ]
 
     /// The `a{sv}` type of the maps of values, options and fields.
