@@ -225,15 +225,13 @@ final class StorePersistence: Sendable {
         return contents
     }
 
-    /// Reads a whole store on a read-only connection of its own, through memory mapping (no copy of each page
-    /// it reads), for ``StoreOpener`` to read it beside its integrity check.
+    /// Reads a whole store on a read-only connection of its own, for ``StoreOpener`` to read it beside its
+    /// integrity check. Not through memory mapping, though it would save a copy of each page: a read error of a
+    /// mapped file is a signal that ends the process, where SQLite reports a read's error (decision 0009).
     static func readAlone(_ file: String) throws -> Contents {
         let reader = try openReadOnly(file)
         defer { try? reader.close() }
-        return try reader.use { db in
-            try db.execute("PRAGMA mmap_size = \(1 << 30)")
-            return try read(db)
-        }
+        return try reader.use { db in try read(db) }
     }
 
     /// User values read from the store, in the order of their paths.
