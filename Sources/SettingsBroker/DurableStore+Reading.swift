@@ -88,10 +88,11 @@ extension DurableStore {
             return state.forEachKey(in: directory, after: resume, limit: limit) { key, user, schema in
                 if let schema, schema.isSecret, !includingSecrets {
                     withheld = true
-                } else if let value = state.effectiveValue(user, schema, key: SettingPath(unchecked: key)) {
-                    if schemaDefaults
-                        || state.source(of: SettingPath(unchecked: key), user: user, schema: schema, effective: value)
-                            != .schema
+                } else {
+                    // Made once: making a path hashes its text.
+                    let path = SettingPath(unchecked: key)
+                    if let value = state.effectiveValue(user, schema, key: path),
+                        schemaDefaults || state.source(of: path, user: user, schema: schema, effective: value) != .schema
                     {
                         result[key] = value
                     }
