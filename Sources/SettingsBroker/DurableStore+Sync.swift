@@ -155,9 +155,10 @@ extension DurableStore {
         try await persistence.syncStateInteger(name)
     }
 
-    /// Sets a value the sync engine keeps in the store.
-    func setSyncState(_ name: String, _ value: Int64) async throws {
-        try await persistence.setSyncStateInteger(name, value)
+    /// Sets a value the sync engine keeps in the store; `unsynced`, the write is not fsynced on its own (a
+    /// cursor, which pulls the same rows again when lost).
+    func setSyncState(_ name: String, _ value: Int64, unsynced: Bool = false) async throws {
+        try await persistence.setSyncStateInteger(name, value, unsynced: unsynced)
     }
 
     /// The largest clock of a recorded version.

@@ -123,6 +123,22 @@ extension StorePersistence {
         return try await database.perform(body)
     }
 
+    /// ``performSync(_:)`` with the writes of `body` not fsynced on their own, also in full durability: for
+    /// what sync can make again, like the remote changes of ``commit(_:sync:waitingForLocks:)``. A write the
+    /// machine loses to a power cut is made again: the cursor, lost, pulls the same rows again; an
+    /// acknowledgement, lost, leaves its changes queued, pushed again with their own versions, which the
+    /// database keeps or clamps as before. The next durable commit's fsync takes these writes to disk too (the
+    /// log is written in order).
+    func performUnsynced<T: Sendable>(_ body: @escaping @Sendable (SQLiteConnection) throws -> T) async throws -> T {
+        guard let database else { throw readOnlyFailure }
+        guard durability == .full else { return try await database.perform(body) }
+        return try await database.perform { db in
+            try db.execute("PRAGMA synchronous = NORMAL")
+            defer { try? db.execute("PRAGMA synchronous = FULL") }
+            return try body(db)
+        }
+    }
+
     /// The oldest queued changes, at most `limit`, oldest first; rows that cannot be read are dropped from the
     /// queue (they were written by this code, so only a damaged row is unreadable).
     func queuedChanges(limit: Int) async throws -> [SyncChange] {
@@ -146,7 +162,7 @@ extension StorePersistence {
 
     /// Removes pushed changes from the queue, unless a newer write of the key replaced them meanwhile.
     func acknowledge(_ pushed: [SyncChange], as versions: [SyncVersion]) async throws {
-        try await performSync { db in
+        try await performUnsynced { db in
             try db.execute("BEGIN IMMEDIATE")
             do {
                 for (change, version) in zip(pushed, versions) {
@@ -222,9 +238,12 @@ extension StorePersistence {
         }
     }
 
-    /// Sets a value of `sync_state`.
-    func setSyncStateInteger(_ name: String, _ value: Int64) async throws {
-        try await performSync { db in try StorePersistence.setSyncState(name, .integer(value), db) }
+    /// Sets a value of `sync_state`; `unsynced`, the write is not fsynced on its own (``performUnsynced(_:)``).
+    func setSyncStateInteger(_ name: String, _ value: Int64, unsynced: Bool = false) async throws {
+        let body: @Sendable (SQLiteConnection) throws -> Void = { db in
+            try StorePersistence.setSyncState(name, .integer(value), db)
+        }
+        if unsynced { try await performUnsynced(body) } else { try await performSync(body) }
     }
 
     /// The largest clock recorded in `sync_versions`, so that a restarted broker's clock never goes back.

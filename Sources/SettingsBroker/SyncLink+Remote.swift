@@ -132,7 +132,7 @@ extension SyncLink {
         }
         // Also when the last commit had nothing left to write (its keys were all written here meanwhile) or
         // its last change was refused.
-        try await store.setSyncState("cursor", last)
+        try await store.setSyncState("cursor", last, unsynced: true)
         state.withLock { $0.cursor = last }
     }
 

@@ -227,26 +227,32 @@ struct SyncDatabase: Sendable {
         }
     }
 
-    /// Records this machine and its name, and when it was last seen.
-    func registerMachine() async throws {
-        try await connection.query(
+    /// Records this machine and its name, and when it was last seen; returns the process id of this
+    /// connection's server process, which the server gives as the sender of this connection's NOTIFYs.
+    func registerMachine() async throws -> Int32 {
+        var backend: Int32?
+        for try await (pid) in try await connection.query(
             """
             INSERT INTO settingsbus_machine (machine, name, last_seen) VALUES (\(configuration.machineID), \
             \(configuration.machineName), now())
             ON CONFLICT (machine) DO UPDATE SET name = excluded.name, last_seen = excluded.last_seen
-            """, logger: logger)
+            RETURNING pg_backend_pid()
+            """, logger: logger
+        ).decode(Int32.self) { backend = pid }
+        guard let backend else { throw SyncRefusal(description: "the sync database did not record this machine") }
+        return backend
     }
 
     /// Pushes changes in one statement (one round trip, one transaction); returns the version each got (a
-    /// clock ahead of the database's `now()` by more than the bound is clamped to `now()` + bound) and whether
-    /// any was clamped.
+    /// clock ahead of the database's `now()` by more than the bound is clamped to `now()` + bound), whether
+    /// any was clamped, and the revision of the push.
     ///
     /// The statement bumps the scope's revision first: the row's lock, held until the commit, serialises the
     /// pushes of a scope, so revisions are gapless in commit order. Values are upserted only where the pushed
     /// version is newer, or where the stored clock is one no broker would have pushed (below zero, or past the
     /// bound: a row written by hand, which every machine refuses, must not make its key unchangeable); a
     /// clamped push records the machine; the NOTIFY, which carries the scope alone, goes out at the commit.
-    func push(_ changes: [SyncChange]) async throws -> (versions: [SyncVersion], clamped: Bool) {
+    func push(_ changes: [SyncChange]) async throws -> (versions: [SyncVersion], clamped: Bool, revision: Int64) {
         let scope = configuration.scope
         let machine = configuration.machineID
         let bound = configuration.clockBoundMilliseconds
@@ -282,7 +288,11 @@ struct SyncDatabase: Sendable {
             SELECT revision, newest, pg_notify(\(Self.channel), \(scope)::text)::text FROM rev
             """, logger: logger)
         var newest: Int64?
-        for try await (_, limit, _) in rows.decode((Int64, Int64, String).self) { newest = limit }
+        var revision: Int64 = 0
+        for try await (pushedAs, limit, _) in rows.decode((Int64, Int64, String).self) {
+            newest = limit
+            revision = pushedAs
+        }
         guard let newest else {
             throw SyncRefusal(description: "the sync database has no row for the scope '\(scope)'")
         }
@@ -293,7 +303,7 @@ struct SyncDatabase: Sendable {
             clamped = true
             return SyncVersion(clock: limit, machine: change.version.machine)
         }
-        return (versions, clamped)
+        return (versions, clamped, revision)
     }
 
     /// Whether a NOTIFY's payload is a hint for this broker's scope: a push names its scope; an empty payload
@@ -353,13 +363,25 @@ struct SyncDatabase: Sendable {
         return names
     }
 
-    /// LISTENs for hints and calls `hint` with each payload, until the connection fails or the task is
-    /// cancelled.
-    func listen(_ hint: @escaping @Sendable (String) -> Void) async throws {
-        try await connection.listen(on: Self.channel) { notifications in
-            // Listening starts now: a push that notified before it was missed, so the loop pulls once more.
-            hint("")
-            for try await notification in notifications { hint(notification.payload) }
+    /// LISTENs for hints and calls `hint` with each payload, until the connection closes or the task is
+    /// cancelled. A NOTIFY sent by the server process `ownBackend` (the engine's own connection, by
+    /// ``registerMachine()``) is left out: it is the engine's own push, whose rows the pull after the push has
+    /// read. The server names the sender of each NOTIFY, which no client can forge.
+    func listen(ignoring ownBackend: Int32, _ hint: @escaping @Sendable (String) -> Void) async throws {
+        let listening = connection.addListener(channel: Self.channel) { _, notification in
+            guard notification.backendPID != ownBackend else { return }
+            hint(notification.payload)
+        }
+        defer { listening.stop() }
+        // The connection sends the LISTEN before this statement: once it is answered, listening has started. A
+        // push that notified before it was missed, so the loop pulls once more.
+        try await connection.query("SELECT 1", logger: logger)
+        hint("")
+        try await withTaskCancellationHandler {
+            try await connection.closeFuture.get()
+        } onCancel: { [connection] in
+            let closing: EventLoopFuture<Void> = connection.close()
+            _ = closing
         }
     }
 }

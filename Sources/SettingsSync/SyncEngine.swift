@@ -35,6 +35,8 @@ public final class SyncEngine: Sendable {
     /// The bound of a statement: ``quickLimit``, or ``roundTripLimit`` in the session after one that took
     /// longer than the quick bound.
     let statementLimit = Locked(SyncEngine.quickLimit)
+    /// When the machines whose clock was clamped were last read, nil when they are to be read at the next pull.
+    let clampedChecked = Locked<ContinuousClock.Instant?>(nil)
 
     struct State {
         var phase = "starting"
@@ -209,7 +211,7 @@ public final class SyncEngine: Sendable {
         let database = try await Self.connect(configuration, password: password, logger: logger)
         defer { Task { await database.close() } }
         try await bounded(database, limit: Self.roundTripLimit) { try await database.prepare() }
-        try await bounded(database) { try await database.registerMachine() }
+        let backend = try await bounded(database) { try await database.registerMachine() }
         connected()
         let polling = configuration.pollInterval != nil
         let listener = polling ? nil : Task { [wake, hinted, logger, configuration] in
@@ -217,7 +219,7 @@ public final class SyncEngine: Sendable {
             do {
                 let listening = try await Self.connect(configuration, password: password, logger: logger)
                 defer { Task { await listening.close() } }
-                try await listening.listen { payload in
+                try await listening.listen(ignoring: backend) { payload in
                     guard SyncDatabase.isHint(payload, forScope: configuration.scope) else { return }
                     hinted.withLock { $0 = true }
                     wake.signal()
@@ -234,6 +236,7 @@ public final class SyncEngine: Sendable {
             $0.error = nil
         }
         report()
+        clampedChecked.withLock { $0 = nil }
         while !Task.isCancelled {
             let woken = hinted.withLock { hinted in
                 defer { hinted = false }
@@ -241,7 +244,12 @@ public final class SyncEngine: Sendable {
             }
             if woken { try await pull(database) }
             let pushed = try await push(database)
-            if !woken || pushed > 0 { try await pull(database) }
+            // A push that was the only change after the cursor moved the cursor: there is nothing to pull.
+            if !pushed.keptUp && (!woken || pushed.count > 0) {
+                try await pull(database)
+            } else if pushed.keptUp {
+                try await readClampedMachines(database, anyway: false)
+            }
             let now = Int64(HybridLogicalClock.wallClock() >> 16)
             let queued = state.withLock { state in
                 state.lastSync = now
@@ -260,52 +268,87 @@ public final class SyncEngine: Sendable {
 
     // MARK: - Push and pull
 
-    /// Pushes the queue, in pieces, each in one transaction of the database; returns how many changes went.
-    @discardableResult
-    private func push(_ database: SyncDatabase) async throws -> Int {
+    /// Pushes the queue, in pieces, each in one transaction of the database; returns how many changes went,
+    /// and whether the cursor kept up with them.
+    ///
+    /// Revisions are gapless in commit order, so a push whose revision follows the cursor is the only change
+    /// after it: the rows of that revision are the changes pushed, which this machine has. The cursor then
+    /// moves to it with no pull (and the broker records it); at the first push that does not follow, it stays,
+    /// and the next pull reads what came between.
+    private func push(_ database: SyncDatabase) async throws -> (count: Int, keptUp: Bool) {
         var count = 0
+        var keptUp = true
+        let start = state.withLock { $0.cursor }
+        var cursor = start
+        defer {
+            if cursor != start { state.withLock { $0.cursor = max($0.cursor, cursor) } }
+        }
         while !Task.isCancelled {
             let changes = try await broker.take(limit: 1000)
             guard !changes.isEmpty else {
                 state.withLock { $0.queued = 0 }
-                return count
+                break
             }
             count += changes.count
             let pushed = try await bounded(database) { try await database.push(changes) }
             if pushed.clamped {
+                clampedChecked.withLock { $0 = nil }
                 logger.warning(
                     "sync: this machine's clock is ahead of the database's by more than the bound; its versions were clamped",
                     metadata: ["bound-ms": "\(configuration.clockBoundMilliseconds)"])
             }
             let left = try await broker.acknowledge(changes, as: pushed.versions)
             state.withLock { $0.queued = left }
+            if keptUp && pushed.revision == cursor + 1 {
+                cursor = pushed.revision
+            } else {
+                keptUp = false
+            }
         }
-        return count
+        if cursor != start { try await broker.apply([], refused: [], upTo: cursor) }
+        return (count, count > 0 && keptUp)
     }
 
     /// Pulls everything after the cursor and hands it to the broker, which applies what is newer than its
     /// versions. The cursor moves past the rows refused too (unreadable, out of bounds): the broker lists each
     /// in `Status`.
+    ///
+    /// A page with fewer rows than asked for is the last. The machines whose clock was clamped are read again
+    /// after a pull that brought rows (a clamped push brings its rows), after this machine's own push was
+    /// clamped, and otherwise once every ``SyncConfiguration/pullInterval``.
     private func pull(_ database: SyncDatabase) async throws {
+        let limit = 2000
+        var pulled = false
         while !Task.isCancelled {
             let cursor = state.withLock { $0.cursor }
-            let page = try await bounded(database) { try await database.pull(after: cursor, limit: 2000) }
-            guard let last = page.last else {
-                let clamped = try await bounded(database) { try await database.clampedMachines() }
-                let changed = state.withLock { state in
-                    defer { state.clamped = clamped }
-                    return state.clamped != clamped
+            let page = try await bounded(database) { try await database.pull(after: cursor, limit: limit) }
+            if let last = page.last {
+                pulled = true
+                var refused = page.refused
+                for (rows, upTo) in Self.batches(of: page.rows, last: last) {
+                    try await broker.apply(rows, refused: refused, upTo: upTo)
+                    refused = []
                 }
-                if changed { report() }
-                return
+                state.withLock { $0.cursor = max($0.cursor, last) }
             }
-            var refused = page.refused
-            for (rows, upTo) in Self.batches(of: page.rows, last: last) {
-                try await broker.apply(rows, refused: refused, upTo: upTo)
-                refused = []
-            }
-            state.withLock { $0.cursor = last }
+            if page.rows.count + page.refused.count < limit { break }
         }
+        try await readClampedMachines(database, anyway: pulled)
+    }
+
+    /// Reads the machines whose clock was clamped, when `anyway`, when this machine's own push was clamped
+    /// since, or when they were read longer than ``SyncConfiguration/pullInterval`` ago.
+    private func readClampedMachines(_ database: SyncDatabase, anyway: Bool) async throws {
+        let now = ContinuousClock.now
+        let due = clampedChecked.withLock { checked in checked.map { now - $0 >= configuration.pullInterval } ?? true }
+        guard anyway || due else { return }
+        let clamped = try await bounded(database) { try await database.clampedMachines() }
+        clampedChecked.withLock { $0 = now }
+        let changed = state.withLock { state in
+            defer { state.clamped = clamped }
+            return state.clamped != clamped
+        }
+        if changed { report() }
     }
 
     /// A page's rows in batches of about ``SyncCall/batchBytes`` of values, each ending with a whole
