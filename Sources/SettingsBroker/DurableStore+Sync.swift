@@ -134,9 +134,10 @@ extension DurableStore {
     }
 
     /// Removes changes the database has taken from the queue (unless a newer write of the key replaced them),
-    /// and records the versions the database gave them (a clamped clock) where the key's version is still theirs.
-    func acknowledgeSyncChanges(_ pushed: [SyncChange], as versions: [SyncVersion]) async throws {
-        try await persistence.acknowledge(pushed, as: versions)
+    /// and records the versions the database gave them (a clamped clock) where the key's version is still theirs;
+    /// moves the cursor to `cursor` in the same transaction.
+    func acknowledgeSyncChanges(_ pushed: [SyncChange], as versions: [SyncVersion], cursor: Int64?) async throws {
+        try await persistence.acknowledge(pushed, as: versions, cursor: cursor)
     }
 
     /// Queues changes of values already in the store (a machine joining), unless the key has a queued change

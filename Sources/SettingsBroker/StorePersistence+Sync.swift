@@ -160,8 +160,9 @@ extension StorePersistence {
         try await performSync { db in Int(try db.integer("SELECT COUNT(*) FROM sync_outbox") ?? 0) }
     }
 
-    /// Removes pushed changes from the queue, unless a newer write of the key replaced them meanwhile.
-    func acknowledge(_ pushed: [SyncChange], as versions: [SyncVersion]) async throws {
+    /// Removes pushed changes from the queue, unless a newer write of the key replaced them meanwhile, and sets
+    /// the cursor to `cursor` when given.
+    func acknowledge(_ pushed: [SyncChange], as versions: [SyncVersion], cursor: Int64?) async throws {
         try await performUnsynced { db in
             try db.execute("BEGIN IMMEDIATE")
             do {
@@ -177,6 +178,7 @@ extension StorePersistence {
                             [.integer(Int64(bitPattern: version.clock))] + old)
                     }
                 }
+                if let cursor { try StorePersistence.setSyncState("cursor", .integer(cursor), db) }
                 try db.execute("COMMIT")
             } catch {
                 try? db.execute("ROLLBACK")

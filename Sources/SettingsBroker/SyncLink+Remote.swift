@@ -44,9 +44,10 @@ extension SyncLink {
         return changes
     }
 
-    /// Removes changes the database took from the queue, with the versions it gave them. A version may only
-    /// be the change's own or one the database clamped (an older clock of the same machine).
-    func acknowledge(_ pushed: [DBusValue], _ versions: [DBusValue], _ writes: WritePath) async throws {
+    /// Removes changes the database took from the queue, with the versions it gave them, and moves the cursor
+    /// to `cursor` in the same transaction (the push was the only change after it). A version may only be the
+    /// change's own or one the database clamped (an older clock of the same machine).
+    func acknowledge(_ pushed: [DBusValue], _ versions: [DBusValue], cursor: Int64?, _ writes: WritePath) async throws {
         let store = writes.store
         var changes: [SyncChange] = []
         var given: [SyncVersion] = []
@@ -62,9 +63,12 @@ extension SyncLink {
             changes.append(change)
             given.append(SyncVersion(clock: clock, machine: machine))
         }
-        try await store.acknowledgeSyncChanges(changes, as: given)
+        try await store.acknowledgeSyncChanges(changes, as: given, cursor: cursor)
         let queued = try await store.queuedSyncCount()
-        state.withLock { $0.queued = queued }
+        state.withLock { state in
+            state.queued = queued
+            if let cursor { state.cursor = cursor }
+        }
     }
 
     /// How far ahead of this machine's clock a remote version may be: the sync process refuses versions

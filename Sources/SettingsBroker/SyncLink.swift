@@ -183,12 +183,13 @@ public final class SyncLink: StoreSync {
             guard body.count == 1, case .uint32(let limit) = body[0] else { throw SyncCall.badArguments(member, "takes (u)") }
             return [.array(SyncChange.channelType, try await take(limit: Int(min(limit, 1000)), writes).map(\.channelValue))]
         case SyncCall.acknowledge:
-            guard body.count == 2, case .array(_, let pushed) = body[0], case .array(_, let versions) = body[1],
-                pushed.count == versions.count
+            guard body.count == 3, case .array(_, let pushed) = body[0], case .array(_, let versions) = body[1],
+                pushed.count == versions.count, case .int64(let cursor) = body[2], cursor >= -1
             else {
-                throw SyncCall.badArguments(member, "takes (a(savts)a(ts)) of one length")
+                throw SyncCall.badArguments(
+                    member, "takes (a(savts)a(ts)x), the arrays of one length, the revision -1 or more")
             }
-            try await acknowledge(pushed, versions, writes)
+            try await acknowledge(pushed, versions, cursor: cursor < 0 ? nil : cursor, writes)
             return [.int64(Int64(state.withLock { $0.queued }))]
         case SyncCall.apply:
             guard body.count == 3, case .array(_, let rows) = body[0], case .array(_, let refused) = body[1],

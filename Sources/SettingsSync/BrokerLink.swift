@@ -87,14 +87,16 @@ public struct BrokerLink: Sendable {
         return try changes.map { value throws(SettingsError) in try SyncChange(channelValue: value) }
     }
 
-    /// Tells the broker the database took `pushed`, with the versions it gave them; returns how many
-    /// changes are left in the queue.
-    func acknowledge(_ pushed: [SyncChange], as versions: [SyncVersion]) async throws -> Int {
+    /// Tells the broker the database took `pushed`, with the versions it gave them, and, when the push was the
+    /// only change after the cursor, the revision the cursor moves to; returns how many changes are left in
+    /// the queue.
+    func acknowledge(_ pushed: [SyncChange], as versions: [SyncVersion], cursor: Int64?) async throws -> Int {
         let reply = try await channel.call(
             SyncCall.acknowledge,
             [
                 .array(SyncChange.channelType, pushed.map(\.channelValue)),
                 .array(.structure([.uint64, .string]), versions.map { .structure([.uint64($0.clock), .string($0.machine)]) }),
+                .int64(cursor ?? -1),
             ])
         guard reply.count == 1, case .int64(let left) = reply[0] else {
             throw SyncCall.badArguments(SyncCall.acknowledge, "the reply is not (x)")

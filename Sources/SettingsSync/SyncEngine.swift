@@ -273,8 +273,8 @@ public final class SyncEngine: Sendable {
     ///
     /// Revisions are gapless in commit order, so a push whose revision follows the cursor is the only change
     /// after it: the rows of that revision are the changes pushed, which this machine has. The cursor then
-    /// moves to it with no pull (and the broker records it); at the first push that does not follow, it stays,
-    /// and the next pull reads what came between.
+    /// moves to it with no pull (the broker records it with the acknowledgement); at the first push that does
+    /// not follow, it stays, and the next pull reads what came between.
     private func push(_ database: SyncDatabase) async throws -> (count: Int, keptUp: Bool) {
         var count = 0
         var keptUp = true
@@ -297,15 +297,12 @@ public final class SyncEngine: Sendable {
                     "sync: this machine's clock is ahead of the database's by more than the bound; its versions were clamped",
                     metadata: ["bound-ms": "\(configuration.clockBoundMilliseconds)"])
             }
-            let left = try await broker.acknowledge(changes, as: pushed.versions)
+            keptUp = keptUp && pushed.revision == cursor + 1
+            if keptUp { cursor = pushed.revision }
+            let left = try await broker.acknowledge(changes, as: pushed.versions, cursor: keptUp ? cursor : nil)
             state.withLock { $0.queued = left }
-            if keptUp && pushed.revision == cursor + 1 {
-                cursor = pushed.revision
-            } else {
-                keptUp = false
-            }
+            if left == 0 { break }
         }
-        if cursor != start { try await broker.apply([], refused: [], upTo: cursor) }
         return (count, count > 0 && keptUp)
     }
 

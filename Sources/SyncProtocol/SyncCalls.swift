@@ -15,7 +15,7 @@ public import SettingsModel
 /// | `Hello` | `u` protocol version | `a{sv}` configuration, `x` cursor, `b` joined |
 /// | `Join` | — | `u` changes queued |
 /// | `Take` | `u` most changes | `a(savts)` queued changes, oldest first |
-/// | `Acknowledge` | `a(savts)` changes pushed, `a(ts)` the versions the database gave them | `x` changes left |
+/// | `Acknowledge` | `a(savts)` changes pushed, `a(ts)` the versions the database gave them, `x` the revision the cursor moves to (-1: it stays) | `x` changes left |
 /// | `Apply` | `a(xssavts)` rows pulled, `a(sss)` rows refused, `x` the revision the cursor moves to | — |
 /// | `Report` (no reply) | `a{sv}` status fields (``SyncStatusField``) | — |
 ///
@@ -24,7 +24,7 @@ public import SettingsModel
 /// refused row is `(key, machine name, reason)`.
 public enum SyncCall {
     /// The version of the protocol: a broker refuses a sync process that speaks another.
-    public static let version: UInt32 = 1
+    public static let version: UInt32 = 2
 
     public static let hello: MemberName = "Hello"
     public static let join: MemberName = "Join"

@@ -156,7 +156,7 @@ struct SyncOutboxTests {
         // queued.
         _ = try await WritePath(store: store).apply(Changeset(sets: [(pushed, .string("hunter2"))], origin: "t"))
         let first = try await store.queuedSyncChanges(limit: 10)
-        try await store.acknowledgeSyncChanges(first, as: first.map(\.version))
+        try await store.acknowledgeSyncChanges(first, as: first.map(\.version), cursor: nil)
         #expect(try await store.queuedSyncCount() == 0)
         _ = try await WritePath(store: store).apply(Changeset(sets: [(queuedOnly, .string("1234"))], origin: "t"))
 

@@ -145,6 +145,33 @@ struct SyncAcrossMachinesTests {
         }
     }
 
+    /// A push that was the only change after the machine's cursor moves the cursor itself (the machine takes
+    /// no hint from its own push and pulls nothing after it); a push from elsewhere in between is pulled.
+    @Test func aMachinesOwnPushMovesItsCursorAndAnotherMachinesPushIsPulled() async throws {
+        try await withMachines(["alpha", "beta"]) { postgres, machines in
+            let (a, b) = (machines[0], machines[1])
+            func revision() async throws -> String {
+                let read = try await postgres.psql("SELECT revision FROM settingsbus_scope WHERE scope = 'default'")
+                return "<int64 \(read.stdout.trimmingCharacters(in: .whitespacesAndNewlines))>"
+            }
+            for round in 1...3 {
+                #expect(try await a.call("Set", ["/sync/cursor", "<\(round)>"]).status == 0)
+                try await waitForAgreement(machines, key: "/sync/cursor", expecting: "(<\(round)>,)")
+            }
+            try await waitForStatus(a, "sync-queued", "<uint64 0>")
+            let afterA = try await revision()
+            try await waitForStatus(a, "sync-cursor", afterA)
+            try await waitForStatus(b, "sync-cursor", afterA)
+
+            #expect(try await b.call("Set", ["/sync/cursor", "<'beta'>"]).status == 0)
+            try await waitForAgreement(machines, key: "/sync/cursor", expecting: "(<'beta'>,)")
+            try await waitForStatus(b, "sync-queued", "<uint64 0>")
+            let afterB = try await revision()
+            try await waitForStatus(a, "sync-cursor", afterB)
+            try await waitForStatus(b, "sync-cursor", afterB)
+        }
+    }
+
     /// Between syncs a listening broker waits for a hint: with nothing written for two seconds, the brokers
     /// take a small part of a CPU (a wait that ended at once after each hint once made every broker pull in a
     /// loop, hundreds of times a second, taking all the CPU it could).

@@ -159,6 +159,7 @@ struct SyncProcessTests {
             [
                 .array(SyncChange.channelType, [change.channelValue]),
                 .array(.structure([.uint64, .string]), [.structure([.uint64(change.version.clock + 1), .string(change.version.machine)])]),
+                .int64(-1),
             ])
         #expect(forged == nil)
         for await _ in channel.incoming {}
