@@ -22,6 +22,12 @@ struct SyncDatabase: Sendable {
     let connection: PostgresConnection
     let configuration: SyncConfiguration
     let logger: Logger
+    /// Whether push and pull run as statements prepared once on the connection (``PushStatement``,
+    /// ``PullStatement``): the server plans them once, not at each run, which is most of a small push's or
+    /// pull's time on the server. Only for a listening engine, which holds its session: a polling engine may
+    /// reach the database through a pooler that hands each transaction another session, where a statement
+    /// prepared on one is unknown to the next.
+    var prepared: Bool { configuration.pollInterval == nil }
 
     /// A pulled row.
     typealias Row = RemoteRow
@@ -256,42 +262,23 @@ struct SyncDatabase: Sendable {
         let scope = configuration.scope
         let machine = configuration.machineID
         let bound = configuration.clockBoundMilliseconds
+        var bindings = PostgresBindings()
+        bindings.append(scope)
+        bindings.append(bound)
+        bindings.append(changes.map(\.key.rawValue))
+        bindings.append(changes.map { $0.value?.type.signatureText ?? "" })
+        bindings.append(changes.map { $0.value.map { GVariantText.format($0) } ?? "" })
+        bindings.append(changes.map { $0.value == nil })
         // A clock of 2^63 or more (never given by a sound clock) is sent as a negative number: clamped too.
-        let rows = try await connection.query(
-            """
-            WITH rev AS (
-                UPDATE settingsbus_scope SET revision = revision + 1 WHERE scope = \(scope)
-                RETURNING revision, ((extract(epoch FROM now()) * 1000)::bigint + \(bound)) << 16 AS newest
-            ), pushed AS (
-                SELECT k, t, v, d, CASE WHEN h < 0 THEN (SELECT newest FROM rev)
-                    ELSE least(h, (SELECT newest FROM rev)) END AS h, h AS asked, m
-                FROM unnest(\(changes.map(\.key.rawValue))::text[],
-                    \(changes.map { $0.value?.type.signatureText ?? "" })::text[],
-                    \(changes.map { $0.value.map { GVariantText.format($0) } ?? "" })::text[],
-                    \(changes.map { $0.value == nil })::boolean[],
-                    \(changes.map { Int64(bitPattern: $0.version.clock) })::bigint[],
-                    \(changes.map(\.version.machine))::text[]) AS p (k, t, v, d, h, m)
-            ), upserted AS (
-                INSERT INTO settingsbus_value AS old (scope, key, type, value, deleted, hlc, machine, revision)
-                SELECT \(scope), k, t, v, d, h, m, (SELECT revision FROM rev) FROM pushed
-                ON CONFLICT (scope, key) DO UPDATE SET type = excluded.type, value = excluded.value,
-                    deleted = excluded.deleted, hlc = excluded.hlc, machine = excluded.machine,
-                    revision = excluded.revision
-                WHERE (old.hlc, old.machine COLLATE "C") < (excluded.hlc, excluded.machine COLLATE "C")
-                    OR old.hlc < 0 OR old.hlc > (SELECT newest FROM rev)
-            ), marked AS (
-                UPDATE settingsbus_machine SET clock_clamped_at = now(),
-                    clamped_by = coalesce((SELECT max(asked >> 16) FROM pushed WHERE asked >= 0), 0)
-                        - ((SELECT newest FROM rev) >> 16) + \(bound)
-                WHERE machine = \(machine) AND EXISTS (SELECT 1 FROM pushed WHERE asked <> h)
-            )
-            SELECT revision, newest, pg_notify(\(Self.channel), \(scope)::text)::text FROM rev
-            """, logger: logger)
+        bindings.append(changes.map { Int64(bitPattern: $0.version.clock) })
+        bindings.append(changes.map(\.version.machine))
+        bindings.append(machine)
+        bindings.append(Self.channel)
         var newest: Int64?
         var revision: Int64 = 0
-        for try await (pushedAs, limit, _) in rows.decode((Int64, Int64, String).self) {
-            newest = limit
-            revision = pushedAs
+        try await run(PushStatement(bindings: bindings)) { row in
+            revision = row.0
+            newest = row.1
         }
         guard let newest else {
             throw SyncRefusal(description: "the sync database has no row for the scope '\(scope)'")
@@ -304,6 +291,77 @@ struct SyncDatabase: Sendable {
             return SyncVersion(clock: limit, machine: change.version.machine)
         }
         return (versions, clamped, revision)
+    }
+
+    /// Runs `statement`, prepared on the connection when ``prepared``, and otherwise as a statement of its own
+    /// (parsed and planned at each run); calls `each` with each row as it arrives.
+    func run<Statement: PostgresPreparedStatement>(
+        _ statement: Statement, _ each: (Statement.Row) throws -> Void
+    ) async throws {
+        if prepared {
+            for try await row in try await connection.execute(statement, logger: logger) { try each(row) }
+        } else {
+            let query = PostgresQuery(unsafeSQL: Statement.sql, binds: try statement.makeBindings())
+            for try await row in try await connection.query(query, logger: logger) {
+                try each(try statement.decodeRow(row))
+            }
+        }
+    }
+
+    /// The push (``push(_:)``): $1 the scope, $2 the clock bound in milliseconds, $3 – $8 the changes' keys,
+    /// types, value texts, deletions, clocks and machines, $9 this machine, $10 the NOTIFY channel.
+    struct PushStatement: PostgresPreparedStatement {
+        static let name = "settingsbus_push_1"
+        static let sql = """
+            WITH rev AS (
+                UPDATE settingsbus_scope SET revision = revision + 1 WHERE scope = $1
+                RETURNING revision, ((extract(epoch FROM now()) * 1000)::bigint + $2) << 16 AS newest
+            ), pushed AS (
+                SELECT k, t, v, d, CASE WHEN h < 0 THEN (SELECT newest FROM rev)
+                    ELSE least(h, (SELECT newest FROM rev)) END AS h, h AS asked, m
+                FROM unnest($3::text[], $4::text[], $5::text[], $6::boolean[], $7::bigint[], $8::text[])
+                    AS p (k, t, v, d, h, m)
+            ), upserted AS (
+                INSERT INTO settingsbus_value AS old (scope, key, type, value, deleted, hlc, machine, revision)
+                SELECT $1, k, t, v, d, h, m, (SELECT revision FROM rev) FROM pushed
+                ON CONFLICT (scope, key) DO UPDATE SET type = excluded.type, value = excluded.value,
+                    deleted = excluded.deleted, hlc = excluded.hlc, machine = excluded.machine,
+                    revision = excluded.revision
+                WHERE (old.hlc, old.machine COLLATE "C") < (excluded.hlc, excluded.machine COLLATE "C")
+                    OR old.hlc < 0 OR old.hlc > (SELECT newest FROM rev)
+            ), marked AS (
+                UPDATE settingsbus_machine SET clock_clamped_at = now(),
+                    clamped_by = coalesce((SELECT max(asked >> 16) FROM pushed WHERE asked >= 0), 0)
+                        - ((SELECT newest FROM rev) >> 16) + $2
+                WHERE machine = $9 AND EXISTS (SELECT 1 FROM pushed WHERE asked <> h)
+            )
+            SELECT revision, newest, pg_notify($10, $1::text)::text FROM rev
+            """
+        typealias Row = (Int64, Int64, String)
+        let bindings: PostgresBindings
+        func makeBindings() -> PostgresBindings { bindings }
+        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+    }
+
+    /// The pull (``pull(after:limit:)``): $1 the scope, $2 the longest value text fetched, $3 the clock bound
+    /// in milliseconds, $4 the cursor, $5 the most rows before the last revision's.
+    struct PullStatement: PostgresPreparedStatement {
+        static let name = "settingsbus_pull_1"
+        static let sql = """
+            SELECT v.key, v.type, CASE WHEN octet_length(v.value) <= $2 THEN v.value END,
+                octet_length(v.value)::bigint, v.deleted, v.hlc, v.machine, v.revision, coalesce(m.name, v.machine),
+                ((extract(epoch FROM now()) * 1000)::bigint + $3) << 16
+            FROM settingsbus_value v LEFT JOIN settingsbus_machine m ON m.machine = v.machine
+            WHERE v.scope = $1 AND v.revision > $4
+              AND v.revision <= (SELECT coalesce(max(revision), $4) FROM (
+                  SELECT revision FROM settingsbus_value WHERE scope = $1 AND revision > $4
+                  ORDER BY revision LIMIT $5) AS first)
+            ORDER BY v.revision, v.key
+            """
+        typealias Row = (String, String, String?, Int64, Bool, Int64, String, Int64, String, Int64)
+        let bindings: PostgresBindings
+        func makeBindings() -> PostgresBindings { bindings }
+        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
     }
 
     /// Whether a NOTIFY's payload is a hint for this broker's scope: a push names its scope; an empty payload
@@ -322,24 +380,17 @@ struct SyncDatabase: Sendable {
     func pull(after cursor: Int64, limit: Int) async throws -> Page {
         let scope = configuration.scope
         let bound = configuration.clockBoundMilliseconds
-        let rows = try await connection.query(
-            """
-            SELECT v.key, v.type, CASE WHEN octet_length(v.value) <= \(Self.longestValueText) THEN v.value END,
-                octet_length(v.value)::bigint, v.deleted, v.hlc, v.machine, v.revision, coalesce(m.name, v.machine),
-                ((extract(epoch FROM now()) * 1000)::bigint + \(bound)) << 16
-            FROM settingsbus_value v LEFT JOIN settingsbus_machine m ON m.machine = v.machine
-            WHERE v.scope = \(scope) AND v.revision > \(cursor)
-              AND v.revision <= (SELECT coalesce(max(revision), \(cursor)) FROM (
-                  SELECT revision FROM settingsbus_value WHERE scope = \(scope) AND revision > \(cursor)
-                  ORDER BY revision LIMIT \(limit)) AS first)
-            ORDER BY v.revision, v.key
-            """, logger: logger)
+        var bindings = PostgresBindings()
+        bindings.append(scope)
+        bindings.append(Int64(Self.longestValueText))
+        bindings.append(bound)
+        bindings.append(cursor)
+        bindings.append(Int64(limit))
         var page = Page()
-        for try await (key, type, value, size, deleted, hlc, machine, revision, name, newest) in rows.decode(
-            (String, String, String?, Int64, Bool, Int64, String, Int64, String, Int64).self)
-        {
+        try await run(PullStatement(bindings: bindings)) { row in
+            let (key, type, value, size, deleted, hlc, machine, revision, name, newest) = row
             page.last = max(page.last ?? revision, revision)
-            do {
+            do throws(RowRefusal) {
                 page.rows.append(
                     try Row(
                         key: key, type: type, value: value, size: Int(size), deleted: deleted, hlc: hlc,
