@@ -58,7 +58,8 @@ extension DurableStore {
                 writer.withLock { $0.accumulating = batch + $0.accumulating }
                 return nil
             }
-            if let sync, !sync.queued.isEmpty { syncSettings.withLock { $0 }?.queued() }
+            // A reset queued for a key made secret wakes the sync process too: the database's value of it goes now.
+            if let sync, !(sync.queued.isEmpty && sync.tombstones.isEmpty) { syncSettings.withLock { $0 }?.queued() }
             let changes = finishCommit(batch, took: ContinuousClock.now - start)
             return CommitOutcome(answers: batch.map { ($0.waiter, .success($0.changeset.serial)) }, changes: changes)
         } catch {

@@ -221,6 +221,26 @@ struct SyncAcrossMachinesTests {
         }
     }
 
+    /// A synced key made secret leaves the other machines at once: its registration queues a reset, which
+    /// wakes the sync process as a write does (not only at the next periodic sync, 30 s away).
+    @Test func aKeyMadeSecretIsResetEverywhereSoon() async throws {
+        try await withMachines(["alpha", "beta"]) { postgres, machines in
+            let (a, b) = (machines[0], machines[1])
+            #expect(try await a.call("Set", ["/sync/pin", "<'1234'>"]).status == 0)
+            try await waitForAgreement(machines, key: "/sync/pin", expecting: "(<'1234'>,)")
+
+            let registered = ContinuousClock.now
+            #expect(try await a.call("Register", ["/sync/pin", "s", "<''>", "{'secret': <true>}"]).status == 0)
+            while try await b.get("/sync/pin") != nil {
+                #expect(ContinuousClock.now - registered < .seconds(10), "beta still has the value made secret on alpha")
+                if ContinuousClock.now - registered >= .seconds(10) { break }
+                try await waitForChanged(on: [b], timeLimit: .milliseconds(500))
+            }
+            let rows = try await postgres.psql("SELECT key || '=' || value || ' ' || deleted FROM settingsbus_value")
+            #expect(!rows.stdout.contains("1234") && rows.stdout.contains("/sync/pin= t"), "\(rows.stdout)")
+        }
+    }
+
     /// `sslmode=require` syncs over TLS: the server takes TCP connections only over TLS, A's write reaches B,
     /// and the server shows the brokers' connections encrypted. A broker that does not ask for TLS is refused,
     /// says so in `Status`, and serves its own writes all the same.
