@@ -125,6 +125,21 @@ public final class TestPostgres: Sendable {
     /// ``certificateAuthorityFile`` (`?sslmode=verify-full&sslrootcert=...`) and connects to a host the
     /// certificate names.
     public static func start(certificate: Certificate?, maxConnections: Int = 100) async throws -> TestPostgres {
+        // The port is free when it is picked, but the server binds it only after initdb: another server started
+        // meanwhile (tests run in parallel) may have taken it. The server is then made again on another port.
+        var attempt = 1
+        while true {
+            do {
+                return try await startOnce(certificate: certificate, maxConnections: maxConnections)
+            } catch let failure as TestProcess.Failure
+                where attempt < 3 && failure.description.contains("Address already in use")
+            {
+                attempt += 1
+            }
+        }
+    }
+
+    private static func startOnce(certificate: Certificate?, maxConnections: Int) async throws -> TestPostgres {
         guard let binaries = findBinaries() else {
             throw TestProcess.Failure(description: unavailableReason ?? "initdb is missing")
         }

@@ -35,6 +35,8 @@ public final class SyncEngine: Sendable {
     /// The bound of a statement: ``quickLimit``, or ``roundTripLimit`` in the session after one that took
     /// longer than the quick bound.
     let statementLimit = Locked(SyncEngine.quickLimit)
+    /// Whether the session's listening connection ended after it was made: the session then ends too.
+    let listenerLost = Locked(false)
     /// When the machines whose clock was clamped were last read, nil when they are to be read at the next pull.
     let clampedChecked = Locked<ContinuousClock.Instant?>(nil)
 
@@ -214,17 +216,22 @@ public final class SyncEngine: Sendable {
         let backend = try await bounded(database) { try await database.registerMachine() }
         connected()
         let polling = configuration.pollInterval != nil
-        let listener = polling ? nil : Task { [wake, hinted, logger, configuration] in
-            // A second connection for the hint; a failure here only means waiting for the periodic pull.
-            do {
-                let listening = try await Self.connect(configuration, password: password, logger: logger)
-                defer { Task { await listening.close() } }
-                try await listening.listen(ignoring: backend) { payload in
-                    guard SyncDatabase.isHint(payload, forScope: configuration.scope) else { return }
-                    hinted.withLock { $0 = true }
-                    wake.signal()
-                }
-            } catch {}
+        listenerLost.withLock { $0 = false }
+        let listener = polling ? nil : Task { [wake, hinted, listenerLost, logger, configuration] in
+            // A second connection for the hint; one that cannot be made only means waiting for the periodic
+            // pull. One that was made and then ended (the server ended the session) ends the session, so that
+            // both connections are made again at once: the other may be gone too.
+            let listening: SyncDatabase
+            do { listening = try await Self.connect(configuration, password: password, logger: logger) } catch { return }
+            defer { Task { await listening.close() } }
+            try? await listening.listen(ignoring: backend) { payload in
+                guard SyncDatabase.isHint(payload, forScope: configuration.scope) else { return }
+                hinted.withLock { $0 = true }
+                wake.signal()
+            }
+            guard !Task.isCancelled else { return }
+            listenerLost.withLock { $0 = true }
+            wake.signal()
         }
         defer { listener?.cancel() }
         if !state.withLock({ $0.joined }) {
@@ -238,6 +245,7 @@ public final class SyncEngine: Sendable {
         report()
         clampedChecked.withLock { $0 = nil }
         while !Task.isCancelled {
+            if listenerLost.withLock({ $0 }) { throw ListenerLost() }
             let woken = hinted.withLock { hinted in
                 defer { hinted = false }
                 return hinted
@@ -368,6 +376,11 @@ public final class SyncEngine: Sendable {
         batches.append((batch, last))
         return batches
     }
+}
+
+/// The session's listening connection ended (the server ended it, or it failed): the session is made again.
+struct ListenerLost: Error, CustomStringConvertible {
+    var description: String { "the connection listening for other machines' changes was closed" }
 }
 
 /// A round trip to the database, or a connection attempt, that took longer than its bound: the connection

@@ -61,6 +61,31 @@ struct SyncReliabilityTests {
         }
     }
 
+    /// The server ends the sessions (as a restart or an administrator does): the sync processes connect again
+    /// and listen again on their own within seconds (an idle one notices its listening session end), and none
+    /// of them stops.
+    @Test func sessionsTheServerEndsAreMadeAgainAndTheSyncProcessesRunOn() async throws {
+        try await withMachines(["alpha", "beta"]) { postgres, machines in
+            #expect(try await machines[0].call("Set", ["/sync/ended", "<1>"]).status == 0)
+            try await waitForAgreement(machines, key: "/sync/ended", expecting: "(<1>,)")
+
+            let ended = try await postgres.psql(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE usename = '\(postgres.user)'")
+            #expect(ended.status == 0 && Int(ended.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0 >= 4,
+                "\(ended.stdout) \(ended.stderr)")
+
+            // Then: a write on either machine reaches the other: both connected again, and listen again (within
+            // less than the 30 s between periodic pulls).
+            #expect(try await machines[0].call("Set", ["/sync/ended", "<2>"]).status == 0)
+            try await waitForAgreement(machines, key: "/sync/ended", expecting: "(<2>,)", timeLimit: .seconds(10))
+            #expect(try await machines[1].call("Set", ["/sync/ended", "<3>"]).status == 0)
+            try await waitForAgreement(machines, key: "/sync/ended", expecting: "(<3>,)", timeLimit: .seconds(10))
+            for machine in machines {
+                #expect(!machine.broker.log().contains("the sync process stopped"), "\(machine.broker.log())")
+            }
+        }
+    }
+
     @Test(arguments: [UInt64(11), 29, 47])
     func aBrokerKilledMidSyncLosesNoAcknowledgedWrite(seed: UInt64) async throws {
         try await withMachines(["alpha", "beta"]) { postgres, machines in
