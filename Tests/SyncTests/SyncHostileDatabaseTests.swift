@@ -211,22 +211,8 @@ struct SyncHostileDatabaseTests {
     .enabled(if: TestPostgres.unavailableReason == nil, "\(TestPostgres.unavailableReason ?? "")"))
 struct SyncNetworkCutTests {
     @Test func aMachineBackFromANetworkCutIsInStepWithinSeconds() async throws {
-        let postgres = try await TestPostgres.start()
-        let proxy = try await TestProxy.start(to: postgres.port)
-        let stores = try storeFolder()
-        defer { try? FileManager.default.removeItem(at: stores) }
-        var machines: [Machine] = []
-        try await stoppingAfterwards(postgres, { machines }) {
-            defer { Task { await proxy.stop() } }
-            // Given: alpha reaches the server directly, gamma through the proxy; both connected.
-            machines.append(try await startMachine("alpha", stores: stores, arguments: syncArguments(postgres, name: "alpha")))
-            var through = syncArguments(postgres, name: "gamma")
-            through[1] = "postgres://\(postgres.user)@127.0.0.1:\(proxy.port)/\(postgres.database)"
-            machines.append(try await startMachine("gamma", stores: stores, arguments: through))
+        try await withGammaBehindAProxy { _, proxy, machines in
             let gamma = machines[1]
-            #expect(try await gamma.call("Set", ["/sync/start", "<1>"]).status == 0)
-            try await waitForAgreement(machines, key: "/sync/start")
-
             // When: the network is cut; gamma makes 1,000 writes, which it cannot push.
             try await proxy.cut()
             let store = BusSettingsStore(bus: .address(gamma.bus.address))
@@ -252,21 +238,8 @@ struct SyncNetworkCutTests {
     /// A value written while cut off and then made secret never reaches the database: the registration drops
     /// its queued change, and what the sync process pushes once the network is back is what the queue holds.
     @Test func aValueWrittenWhileCutOffAndThenMadeSecretNeverReachesTheDatabase() async throws {
-        let postgres = try await TestPostgres.start()
-        let proxy = try await TestProxy.start(to: postgres.port)
-        let stores = try storeFolder()
-        defer { try? FileManager.default.removeItem(at: stores) }
-        var machines: [Machine] = []
-        try await stoppingAfterwards(postgres, { machines }) {
-            defer { Task { await proxy.stop() } }
-            machines.append(try await startMachine("alpha", stores: stores, arguments: syncArguments(postgres, name: "alpha")))
-            var through = syncArguments(postgres, name: "gamma")
-            through[1] = "postgres://\(postgres.user)@127.0.0.1:\(proxy.port)/\(postgres.database)"
-            machines.append(try await startMachine("gamma", stores: stores, arguments: through))
+        try await withGammaBehindAProxy { postgres, proxy, machines in
             let gamma = machines[1]
-            #expect(try await gamma.call("Set", ["/sync/start", "<1>"]).status == 0)
-            try await waitForAgreement(machines, key: "/sync/start")
-
             // Given: gamma is cut off and knows it.
             try await proxy.cut()
             #expect(try await gamma.call("Set", ["/sync/first", "<1>"]).status == 0)
@@ -289,6 +262,28 @@ struct SyncNetworkCutTests {
             let token = rows.stdout.split(separator: "\n").filter { $0.contains("/sync/token") }
             #expect(token.allSatisfy { $0.hasSuffix("= true") }, "\(rows.stdout)")
         }
+    }
+}
+
+/// Runs `body` with alpha reaching the server directly and gamma through a ``TestProxy``, both connected (a
+/// first write of gamma's has reached alpha); stops them and the server afterwards.
+private func withGammaBehindAProxy(
+    _ body: (TestPostgres, TestProxy, [Machine]) async throws -> Void
+) async throws {
+    let postgres = try await TestPostgres.start()
+    let proxy = try await TestProxy.start(to: postgres.port)
+    let stores = try storeFolder()
+    defer { try? FileManager.default.removeItem(at: stores) }
+    var machines: [Machine] = []
+    try await stoppingAfterwards(postgres, { machines }) {
+        defer { Task { await proxy.stop() } }
+        machines.append(try await startMachine("alpha", stores: stores, arguments: syncArguments(postgres, name: "alpha")))
+        var through = syncArguments(postgres, name: "gamma")
+        through[1] = "postgres://\(postgres.user)@127.0.0.1:\(proxy.port)/\(postgres.database)"
+        machines.append(try await startMachine("gamma", stores: stores, arguments: through))
+        #expect(try await machines[1].call("Set", ["/sync/start", "<1>"]).status == 0)
+        try await waitForAgreement(machines, key: "/sync/start")
+        try await body(postgres, proxy, machines)
     }
 }
 
