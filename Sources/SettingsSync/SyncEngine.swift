@@ -11,8 +11,9 @@ public import SyncProtocol
 /// (docs/sync.md; decisions 0028 and 0030), through the broker's ``BrokerLink``.
 ///
 /// One task does everything, in a loop: connect, make the tables if missing, join (the first time), then push
-/// the queue and pull everything after the cursor, and wait for a hint (a local commit that queued something,
-/// which the broker signals, or a NOTIFY on a second connection) or ``SyncConfiguration/pullInterval``. A
+/// the queue and pull everything after the cursor (nothing when the push was the only change after it), and
+/// wait for a hint (a local commit that queued something, which the broker signals, or another machine's NOTIFY
+/// on a second connection) or ``SyncConfiguration/pullInterval``. A
 /// polling engine (``SyncConfiguration/pollInterval``) instead closes its connection after each push and
 /// pull, and connects again after the interval or soon after a local commit. Any failure closes the
 /// connections and the loop starts again after a growing wait with jitter, up to
