@@ -431,8 +431,7 @@ struct SyncDatabase: Sendable {
         try await withTaskCancellationHandler {
             try await connection.closeFuture.get()
         } onCancel: { [connection] in
-            let closing: EventLoopFuture<Void> = connection.close()
-            _ = closing
+            _ = connection.close() as EventLoopFuture<Void>
         }
     }
 }

@@ -287,11 +287,7 @@ public final class SyncEngine: Sendable {
     private func push(_ database: SyncDatabase) async throws -> (count: Int, keptUp: Bool) {
         var count = 0
         var keptUp = true
-        let start = state.withLock { $0.cursor }
-        var cursor = start
-        defer {
-            if cursor != start { state.withLock { $0.cursor = max($0.cursor, cursor) } }
-        }
+        var cursor = state.withLock { $0.cursor }
         while !Task.isCancelled {
             let changes = try await broker.take(limit: 1000)
             guard !changes.isEmpty else {
@@ -309,7 +305,11 @@ public final class SyncEngine: Sendable {
             keptUp = keptUp && pushed.revision == cursor + 1
             if keptUp { cursor = pushed.revision }
             let left = try await broker.acknowledge(changes, as: pushed.versions, cursor: keptUp ? cursor : nil)
-            state.withLock { $0.queued = left }
+            state.withLock { state in
+                state.queued = left
+                // Where the broker recorded it.
+                if keptUp { state.cursor = max(state.cursor, cursor) }
+            }
             if left == 0 { break }
         }
         return (count, count > 0 && keptUp)

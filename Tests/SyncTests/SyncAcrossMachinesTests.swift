@@ -150,25 +150,23 @@ struct SyncAcrossMachinesTests {
     @Test func aMachinesOwnPushMovesItsCursorAndAnotherMachinesPushIsPulled() async throws {
         try await withMachines(["alpha", "beta"]) { postgres, machines in
             let (a, b) = (machines[0], machines[1])
-            func revision() async throws -> String {
+            /// Once `writer` pushed all it queued, both cursors reach the database's revision.
+            func cursorsReachTheRevision(after writer: Machine) async throws {
+                try await waitForStatus(writer, "sync-queued", "<uint64 0>")
                 let read = try await postgres.psql("SELECT revision FROM settingsbus_scope WHERE scope = 'default'")
-                return "<int64 \(read.stdout.trimmingCharacters(in: .whitespacesAndNewlines))>"
+                let revision = "<int64 \(read.stdout.trimmingCharacters(in: .whitespacesAndNewlines))>"
+                try await waitForStatus(a, "sync-cursor", revision)
+                try await waitForStatus(b, "sync-cursor", revision)
             }
             for round in 1...3 {
                 #expect(try await a.call("Set", ["/sync/cursor", "<\(round)>"]).status == 0)
                 try await waitForAgreement(machines, key: "/sync/cursor", expecting: "(<\(round)>,)")
             }
-            try await waitForStatus(a, "sync-queued", "<uint64 0>")
-            let afterA = try await revision()
-            try await waitForStatus(a, "sync-cursor", afterA)
-            try await waitForStatus(b, "sync-cursor", afterA)
+            try await cursorsReachTheRevision(after: a)
 
             #expect(try await b.call("Set", ["/sync/cursor", "<'beta'>"]).status == 0)
             try await waitForAgreement(machines, key: "/sync/cursor", expecting: "(<'beta'>,)")
-            try await waitForStatus(b, "sync-queued", "<uint64 0>")
-            let afterB = try await revision()
-            try await waitForStatus(a, "sync-cursor", afterB)
-            try await waitForStatus(b, "sync-cursor", afterB)
+            try await cursorsReachTheRevision(after: b)
         }
     }
 
