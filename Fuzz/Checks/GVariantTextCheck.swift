@@ -19,6 +19,7 @@ enum GVariantTextCheck {
         let type = types[Int(selector) % types.count]
         let text = String(decoding: bytes.dropFirst(), as: UTF8.self)
         try checkShortcut(text, as: type)
+        if let type { try checkBytes(Array(bytes.dropFirst()), of: text, as: type) }
         let value: DBusValue
         do {
             value = try GVariantText.parse(text, as: type)
@@ -48,6 +49,23 @@ enum GVariantTextCheck {
         let plain = GVariantText.format(value, annotateTypes: false)
         try readsBack(value, from: plain, as: value.type, shown: "\(shown) printed plainly as")
         return .accepted
+    }
+
+    /// Text read from its bytes, as the broker reads a store's values (which need not be UTF-8), reads as the
+    /// same bytes made a `String`.
+    private static func checkBytes(_ bytes: [UInt8], of text: String, as type: DBusType) throws(FuzzFailure) {
+        let fromText = try? GVariantText.parse(text, as: type)
+        let fromBytes = bytes.withUnsafeBufferPointer { try? GVariantText.parse(utf8: $0, as: type) }
+        switch (fromText, fromBytes) {
+        case (nil, nil):
+            return
+        case (let fromText?, let fromBytes?):
+            try require(
+                identical(fromText, fromBytes), "\(bytes) reads as \(fromText), but as \(fromBytes) from its bytes")
+        default:
+            throw FuzzFailure(
+                "\(bytes) reads as \(String(describing: fromText)), but as \(String(describing: fromBytes)) from its bytes")
+        }
     }
 
     /// White space around a value changes nothing, and the parser's shortcut for common stored forms (which

@@ -326,6 +326,13 @@ struct SQLiteRow {
     /// The column as text ("" for NULL).
     func text(_ column: Int32) -> String { optionalText(column) ?? "" }
 
+    /// The column's text as SQLite holds it (empty for NULL), valid only inside `body`: no `String` is made.
+    func withBytes<Result>(_ column: Int32, _ body: (UnsafeBufferPointer<UInt8>) throws -> Result) rethrows -> Result {
+        // The text first, then its length: SQLite's documented order.
+        let bytes = sqlite3_column_text(statement, column)
+        return try body(UnsafeBufferPointer(start: bytes, count: bytes == nil ? 0 : Int(sqlite3_column_bytes(statement, column))))
+    }
+
     /// The column as text; nil for NULL.
     func optionalText(_ column: Int32) -> String? {
         guard let bytes = sqlite3_column_text(statement, column) else { return nil }

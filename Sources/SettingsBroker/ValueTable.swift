@@ -31,6 +31,13 @@ struct ValueTable {
             self.stored = StoredValue(value)
         }
 
+        /// A value from the GVariant text a store holds for it, read as `type` (see
+        /// ``StoredValue/init(storedText:as:)``).
+        init(storedText text: UnsafeBufferPointer<UInt8>, as type: DBusType, serial: UInt64) throws(GVariantTextError) {
+            self.serial = serial
+            self.stored = try StoredValue(storedText: text, as: type)
+        }
+
         /// The value.
         var value: DBusValue { stored.value }
 
@@ -156,6 +163,20 @@ enum StoredValue {
         }
     }
 
+    /// A value from the GVariant text a store holds, read as `type`. Short text in its commonest form goes
+    /// into ``InlineText`` straight from the text's bytes, with no `String` made (a store of 100,000 such values
+    /// is read at every start); anything else is parsed (``SettingsModel/GVariantText``).
+    init(storedText text: UnsafeBufferPointer<UInt8>, as type: DBusType) throws(GVariantTextError) {
+        // A NUL, which no D-Bus string holds, is the parser's to refuse.
+        if case .string = type, let inner = GVariantText.plainStringContents(text), !inner.contains(0),
+            let inline = InlineText(inner)
+        {
+            self = .shortString(inline)
+        } else {
+            self.init(try GVariantText.parse(utf8: text, as: type))
+        }
+    }
+
     var value: DBusValue {
         switch self {
         case .shortString(let text): .string(text.string)
@@ -196,13 +217,16 @@ struct InlineText {
     /// The text in place, or nil when it is longer than ``capacity`` bytes.
     init?(_ text: String) {
         var text = text
-        let fits = text.withUTF8 { utf8 -> Bool in
-            guard utf8.count <= Self.capacity else { return false }
-            withUnsafeMutableBytes(of: &bytes) { $0.copyMemory(from: UnsafeRawBufferPointer(utf8)) }
-            count = UInt8(utf8.count)
-            return true
-        }
-        guard fits else { return nil }
+        guard let inline = text.withUTF8({ Self($0[...]) }) else { return nil }
+        self = inline
+    }
+
+    /// The text of these UTF-8 bytes in place, or nil when they are more than ``capacity``. Bytes that are not
+    /// UTF-8 read as `String(decoding:as:)` reads them.
+    init?(_ utf8: Slice<UnsafeBufferPointer<UInt8>>) {
+        guard utf8.count <= Self.capacity else { return nil }
+        withUnsafeMutableBytes(of: &bytes) { $0.copyMemory(from: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: utf8))) }
+        count = UInt8(utf8.count)
     }
 
     /// The text.

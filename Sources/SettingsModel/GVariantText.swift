@@ -69,7 +69,7 @@ public enum GVariantText {
         if let nul = bytes.firstIndex(of: 0) {
             throw GVariantTextError(.syntax, at: nul, "the text contains a NUL character")
         }
-        if let type, let value = simpleValue(bytes, as: type) { return value }
+        if let type, let value = bytes.withUnsafeBufferPointer({ simpleValue($0, as: type) }) { return value }
         var parser = GVariantSyntaxParser(bytes: bytes)
         let syntax = try parser.parseDocument()
         let value: DBusValue
@@ -87,20 +87,33 @@ public enum GVariantText {
         return value
     }
 
+    /// Parses a value from GVariant text given as its UTF-8 bytes, as a store holds it, the same way as
+    /// ``parse(_:as:)`` parses `String(decoding: bytes, as: UTF8.self)`: the commonest stored forms are read
+    /// straight from the bytes, with no `String` made of the whole text.
+    package static func parse(utf8 bytes: UnsafeBufferPointer<UInt8>, as type: DBusType) throws(GVariantTextError) -> DBusValue {
+        if !bytes.contains(0), let value = simpleValue(bytes, as: type) { return value }
+        return try parse(String(decoding: bytes, as: UTF8.self), as: type)
+    }
+
+    /// The bytes between the quotes of a string in its commonest stored form: single-quoted, without escapes
+    /// or white space around it. The quotes are ASCII, so these are whole UTF-8 characters of the text.
+    package static func plainStringContents(_ bytes: UnsafeBufferPointer<UInt8>) -> Slice<UnsafeBufferPointer<UInt8>>? {
+        let quote = UInt8(ascii: "'"), backslash = UInt8(ascii: "\\")
+        guard bytes.count >= 2, bytes.first == quote, bytes.last == quote else { return nil }
+        let inner = bytes.dropFirst().dropLast()
+        guard !inner.contains(quote), !inner.contains(backslash) else { return nil }
+        return inner
+    }
+
     /// The commonest stored forms, read without the parser: a single-quoted string without escapes or
     /// surrounding white space, `true` and `false`, and a decimal `int32` without leading zeros. The broker
     /// reads every stored value at start-up, most of them of these forms; any other text (and any text of
     /// another type) goes through the parser, which reads these the same way (the gvariant-text fuzz check
     /// compares the two, by parsing each text also with a space in front, which this shortcut does not take).
-    private static func simpleValue(_ bytes: [UInt8], as type: DBusType) -> DBusValue? {
-        let quote = UInt8(ascii: "'"), backslash = UInt8(ascii: "\\")
+    private static func simpleValue(_ bytes: UnsafeBufferPointer<UInt8>, as type: DBusType) -> DBusValue? {
         switch type {
         case .string:
-            guard bytes.count >= 2, bytes.first == quote, bytes.last == quote else { return nil }
-            let inner = bytes[1..<(bytes.count - 1)]
-            guard !inner.contains(quote), !inner.contains(backslash) else { return nil }
-            // The quotes are ASCII, so the bytes between them are whole UTF-8 characters of the text.
-            return .string(String(decoding: inner, as: UTF8.self))
+            return plainStringContents(bytes).map { .string(String(decoding: $0, as: UTF8.self)) }
         case .boolean:
             if bytes.elementsEqual("true".utf8) { return .boolean(true) }
             if bytes.elementsEqual("false".utf8) { return .boolean(false) }

@@ -101,6 +101,15 @@ struct StoreSerialAndLogTests {
         #expect(try reopened.get(try SettingPath("/test/log/big23")) == .string(big))
         #expect(try reopened.get(try SettingPath("/test/log/k\((commits - 1) % 50)")) == .int32(Int32(commits - 1)))
         await StoreCalls.shutDown(reopened)
+
+        // Then: closing made the log file again (SQLite deletes it with its last connection), so that the next
+        // start need not; the store opens from it with every value.
+        #expect(Self.size(of: log) == StorePersistence.logBytes)
+        let third = try await DurableStore.open(path: directory.store)
+        #expect(third.condition.health == .ok)
+        #expect(try third.get(try SettingPath("/test/log/after")) == .int32(1))
+        #expect(Self.size(of: log) == StorePersistence.logBytes)
+        await StoreCalls.shutDown(third)
     }
 
     @Test func aLogFileThatExistsIsNeverOverwrittenAtOpen() async throws {

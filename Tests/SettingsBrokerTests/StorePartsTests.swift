@@ -60,6 +60,36 @@ struct StorePartsTests {
         #expect(MemoryLayout<ValueTable.UserValue>.stride <= 32)
     }
 
+    /// A value's text as a store holds it (bytes, which need not be UTF-8) reads as the parser reads the same
+    /// bytes made a `String`, whether it takes the short way (plain short text straight into place) or not.
+    @Test(arguments: [
+        ("s", Array("'value of key 99999'".utf8)), ("s", Array("''".utf8)),
+        ("s", Array("'\(String(repeating: "y", count: 22))'".utf8)),
+        ("s", Array("'\(String(repeating: "z", count: 23))'".utf8)), ("s", Array("'été'".utf8)),
+        ("s", [0x27, 0x61, 0xE2, 0x82, 0x27]), ("s", [0x27, 0xFF, 0xFE, 0x27]), ("s", [0x27, 0x61, 0x00, 0x62, 0x27]),
+        ("s", Array("'it\\'s'".utf8)), ("s", Array("\"double\"".utf8)), ("s", Array(" 'spaced'".utf8)),
+        ("s", Array("'".utf8)), ("s", Array("@s 'x'".utf8)), ("s", Array("5".utf8)),
+        ("b", Array("true".utf8)), ("b", Array("false".utf8)), ("b", Array("yes".utf8)),
+        ("i", Array("-2147483648".utf8)), ("i", Array("2147483648".utf8)), ("i", Array("007".utf8)),
+        ("u", Array("7".utf8)), ("d", Array("0.5".utf8)), ("as", Array("['a', 'b']".utf8)), ("i", Array("'x'".utf8)),
+    ] as [(String, [UInt8])])
+    func aStoredValuesTextReadsAsTheParserReadsIt(type: String, text: [UInt8]) throws {
+        let type = try DBusType(parsing: type)
+        let parsed = Result { () throws(GVariantTextError) in try GVariantText.parse(String(decoding: text, as: UTF8.self), as: type) }
+        let stored = text.withUnsafeBufferPointer { bytes in
+            Result { () throws(GVariantTextError) in try StoredValue(storedText: bytes, as: type) }
+        }
+        switch (parsed, stored) {
+        case (.success(let value), .success(let stored)):
+            #expect(stored.value == value)
+            #expect(stored.type == value.type)
+        case (.failure(let error), .failure(let storedError)):
+            #expect(storedError.message == error.message)
+        default:
+            Issue.record("the parser read \(text) as \(parsed), the store's reading as \(stored)")
+        }
+    }
+
     /// A store's values are read in the order of their paths and built into the table in one pass; a file whose
     /// paths SQLite orders otherwise (here a column declared case-blind) is read whole all the same.
     @Test(arguments: ["BINARY", "NOCASE"])
