@@ -54,35 +54,32 @@ enum GVariantTextCheck {
     /// Text read from its bytes, as the broker reads a store's values (which need not be UTF-8), reads as the
     /// same bytes made a `String`.
     private static func checkBytes(_ bytes: [UInt8], of text: String, as type: DBusType) throws(FuzzFailure) {
-        let fromText = try? GVariantText.parse(text, as: type)
-        let fromBytes = bytes.withUnsafeBufferPointer { try? GVariantText.parse(utf8: $0, as: type) }
-        switch (fromText, fromBytes) {
-        case (nil, nil):
-            return
-        case (let fromText?, let fromBytes?):
-            try require(
-                identical(fromText, fromBytes), "\(bytes) reads as \(fromText), but as \(fromBytes) from its bytes")
-        default:
-            throw FuzzFailure(
-                "\(bytes) reads as \(String(describing: fromText)), but as \(String(describing: fromBytes)) from its bytes")
-        }
+        try requireSameReading(
+            try? GVariantText.parse(text, as: type),
+            bytes.withUnsafeBufferPointer { try? GVariantText.parse(utf8: $0, as: type) },
+            of: "\(bytes)", "from its bytes")
     }
 
     /// White space around a value changes nothing, and the parser's shortcut for common stored forms (which
     /// a leading space turns off) reads them as the parser does.
     private static func checkShortcut(_ text: String, as type: DBusType?) throws(FuzzFailure) {
-        let plain = try? GVariantText.parse(text, as: type)
-        let spaced = try? GVariantText.parse(" " + text, as: type)
-        switch (plain, spaced) {
+        try requireSameReading(
+            try? GVariantText.parse(text, as: type), try? GVariantText.parse(" " + text, as: type),
+            of: text.debugDescription, "after a space")
+    }
+
+    /// Two readings of one text both refuse it, or both give the same value bit for bit.
+    private static func requireSameReading(
+        _ first: DBusValue?, _ second: DBusValue?, of text: String, _ how: String
+    ) throws(FuzzFailure) {
+        switch (first, second) {
         case (nil, nil):
             return
-        case (let plain?, let spaced?):
-            try require(
-                identical(plain, spaced), "\(text.debugDescription) reads as \(plain), but as \(spaced) after a space")
+        case (let first?, let second?):
+            try require(identical(first, second), "\(text) reads as \(first), but as \(second) \(how)")
         default:
             throw FuzzFailure(
-                "\(text.debugDescription) reads as \(String(describing: plain)), "
-                    + "but as \(String(describing: spaced)) after a space")
+                "\(text) reads as \(String(describing: first)), but as \(String(describing: second)) \(how)")
         }
     }
 }
