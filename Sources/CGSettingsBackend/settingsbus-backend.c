@@ -12,7 +12,9 @@
 //   system databases: a key reads the user's value, else the administrator's default, else nothing, and
 //   GSettings then gives the schema's default (translated, or the desktop's). g_settings_get_user_value() is the
 //   user's value alone, g_settings_get_default_value() the administrator's default, else GSettings' own. The
-//   administrator's changes (Changed from origin `administrator`) are read again from the broker.
+//   administrator's changes (Changed from origin `administrator`) are read again from the broker. The user's
+//   value of a key the administrator locked is not served, so not in the copy: g_settings_get_user_value() asks
+//   the broker for it (Describe), as dconf reads it from the user's database.
 // - Writes never block: the copy changes, `changed` is emitted, and the write is sent to the broker from the
 //   app's thread, without waiting for the answer, which the connection's filter takes on GDBus's thread; the
 //   broker commits one connection's writes in the order they were sent. A write the broker refuses (a type,
@@ -450,9 +452,32 @@ static GVariant *settings_bus_backend_read(GSettingsBackend *backend, const gcha
     return read_layer(SETTINGS_BUS_BACKEND(backend), key, expected_type, default_value ? READ_DEFAULT : READ_VALUE);
 }
 
+static gint listed_writability_locked(SettingsBusBackend *self, const gchar *key);
+
+// The user's value of a key an administrator locked, which the broker keeps but does not serve (the copy has no
+// value of the user's for it), as dconf keeps it in the user's database: Describe's `value` (NULL: none).
+static GVariant *held_user_value(SettingsBusBackend *self, const gchar *key, const GVariantType *expected_type) {
+    g_mutex_lock(&self->lock);
+    gint known = GPOINTER_TO_INT(g_hash_table_lookup(self->writability, key));
+    gboolean locked = (known ? known : listed_writability_locked(self, key)) == LOCKED;
+    g_mutex_unlock(&self->lock);
+    if (!locked) return NULL;
+    GVariant *reply = call_broker(self, "Describe", g_variant_new("(s)", key), "(a{sv})", NULL);
+    if (!reply) return NULL;
+    GVariant *fields = g_variant_get_child_value(reply, 0);
+    GVariant *stored = g_variant_lookup_value(fields, "value", NULL);
+    GVariant *value = stored ? read_form(stored, expected_type) : NULL;
+    if (stored) g_variant_unref(stored);
+    g_variant_unref(fields);
+    g_variant_unref(reply);
+    return value;
+}
+
 static GVariant *settings_bus_backend_read_user_value(GSettingsBackend *backend, const gchar *key,
                                                       const GVariantType *expected_type) {
-    return read_layer(SETTINGS_BUS_BACKEND(backend), key, expected_type, READ_USER);
+    SettingsBusBackend *self = SETTINGS_BUS_BACKEND(backend);
+    GVariant *value = read_layer(self, key, expected_type, READ_USER);
+    return value || !self->bus ? value : held_user_value(self, key, expected_type);
 }
 
 static void settings_bus_backend_subscribe(GSettingsBackend *backend, const gchar *name) {

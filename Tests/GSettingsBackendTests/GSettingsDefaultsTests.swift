@@ -171,6 +171,59 @@ struct GSettingsDefaultsTests {
         }
     }
 
+    /// A python3-gi app that prints `size`'s value, user value, default value and writability, then tries to
+    /// write it and prints whether it could and what the key reads.
+    static let lockedApp = """
+        from gi.repository import Gio
+        settings = Gio.Settings.new('org.example.Look')
+        user = settings.get_user_value('size')
+        print('locked', settings.get_int('size'), 'none' if user is None else user.print_(False),
+              settings.get_default_value('size').print_(False), settings.is_writable('size'), flush=True)
+        print('write', settings.set_int('size', 9), settings.get_int('size'), flush=True)
+        """
+
+    /// A key the administrator locked reads the administrator's value and is not writable, and its user value is
+    /// still the one the user set before the lock, as with dconf (whose user database keeps it): the broker keeps
+    /// it without serving it, and the module asks for it (`Describe`).
+    @Test func aLockedKeyKeepsTheUsersValueFromBeforeTheLock() async throws {
+        let data = try GSettingsSchemaSourceTests.DataFolder()
+        defer { data.remove() }
+        try data.install(Self.look, as: "org.example.Look.gschema.xml")
+        try await data.compileForGSettings()
+        let store = data.folder.appendingPathComponent("settings.db").path
+        let admin = data.folder.appendingPathComponent("admin")
+        for folder in ["defaults.d", "locks.d"] {
+            try FileManager.default.createDirectory(
+                at: admin.appendingPathComponent(folder), withIntermediateDirectories: true)
+        }
+
+        try await withTestBus { bus in
+            // Given: the user's value, set before the administrator locked the key.
+            let first = try await TestBroker.start(on: bus, storePath: store, arguments: data.arguments)
+            try await first.waitForLog(containing: "read the GSettings schemas")
+            let set = try await GSettingsSchemaSourceTests.gdbusSet(bus, "/org/example/look/size", "<8>")
+            #expect(set.status == 0, "\(set.stderr)")
+            #expect(await first.stop() == 0)
+
+            // When: the administrator locks it, with a default of theirs.
+            try "[org/example/look]\nsize=10\n".write(
+                to: admin.appendingPathComponent("defaults.d/10-site.conf"), atomically: true, encoding: .utf8)
+            try "/org/example/look/size\n".write(
+                to: admin.appendingPathComponent("locks.d/site"), atomically: true, encoding: .utf8)
+            let broker = try await TestBroker.start(
+                on: bus, storePath: store, arguments: data.arguments + ["--admin-dir", admin.path])
+            try await broker.waitForLog(containing: "read the GSettings schemas")
+            let app = try await TestProcess.run(
+                "/usr/bin/python3", ["-c", Self.lockedApp], environment: data.environment(bus))
+
+            // Then: the administrator's value and default, the user's value from before, and a write refused.
+            #expect(app.status == 0, "\(app.stderr)")
+            #expect(app.stdout == "locked 10 8 10 False\nwrite False 10\n", "\(app.stdout)\(app.stderr)")
+            #expect(!app.stderr.contains("settingsbus:"), "\(app.stderr)")
+            #expect(await broker.stop() == 0)
+        }
+    }
+
     @Test func flagsChoicesOfAnArrayAndAliasesHoldForEveryWriterAndOutliveARestart() async throws {
         let data = try GSettingsSchemaSourceTests.DataFolder()
         defer { data.remove() }
