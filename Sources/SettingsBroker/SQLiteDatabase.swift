@@ -330,7 +330,8 @@ struct SQLiteRow {
     func withBytes<Result>(_ column: Int32, _ body: (UnsafeBufferPointer<UInt8>) throws -> Result) rethrows -> Result {
         // The text first, then its length: SQLite's documented order.
         let bytes = sqlite3_column_text(statement, column)
-        return try body(UnsafeBufferPointer(start: bytes, count: bytes == nil ? 0 : Int(sqlite3_column_bytes(statement, column))))
+        let count = bytes == nil ? 0 : Int(sqlite3_column_bytes(statement, column))
+        return try body(UnsafeBufferPointer(start: bytes, count: count))
     }
 
     /// The column as text; nil for NULL.

@@ -123,8 +123,8 @@ final class StorePersistence: Sendable {
     /// The size of the write-ahead log file, made at open when it is missing and again at close
     /// (``StoreFiles/preallocate(_:bytes:like:)``), and kept: SQLite then overwrites blocks the file already has
     /// instead of appending, and an overwrite needs no change to the file's size or extents at each commit's
-    /// fsync. On ext4 here a page and its frame
-    /// header written and `fdatasync`ed took 112 – 120 µs over existing blocks and 180 – 217 µs appending.
+    /// fsync. On ext4 here a page and its frame header written and `fdatasync`ed took 112 – 120 µs over existing
+    /// blocks and 180 – 217 µs appending.
     static let logBytes = 1 << 20
 
     /// The page cache of the store's connection, in KiB (SQLite's default is 2,000, which reading a store of

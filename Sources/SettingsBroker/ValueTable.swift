@@ -225,7 +225,8 @@ struct InlineText {
     /// UTF-8 read as `String(decoding:as:)` reads them.
     init?(_ utf8: Slice<UnsafeBufferPointer<UInt8>>) {
         guard utf8.count <= Self.capacity else { return nil }
-        withUnsafeMutableBytes(of: &bytes) { $0.copyMemory(from: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: utf8))) }
+        let source = UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: utf8))
+        withUnsafeMutableBytes(of: &bytes) { $0.copyMemory(from: source) }
         count = UInt8(utf8.count)
     }
 

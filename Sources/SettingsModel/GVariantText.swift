@@ -90,14 +90,18 @@ public enum GVariantText {
     /// Parses a value from GVariant text given as its UTF-8 bytes, as a store holds it, the same way as
     /// ``parse(_:as:)`` parses `String(decoding: bytes, as: UTF8.self)`: the commonest stored forms are read
     /// straight from the bytes, with no `String` made of the whole text.
-    package static func parse(utf8 bytes: UnsafeBufferPointer<UInt8>, as type: DBusType) throws(GVariantTextError) -> DBusValue {
+    package static func parse(
+        utf8 bytes: UnsafeBufferPointer<UInt8>, as type: DBusType
+    ) throws(GVariantTextError) -> DBusValue {
         if !bytes.contains(0), let value = simpleValue(bytes, as: type) { return value }
         return try parse(String(decoding: bytes, as: UTF8.self), as: type)
     }
 
     /// The bytes between the quotes of a string in its commonest stored form: single-quoted, without escapes
     /// or white space around it. The quotes are ASCII, so these are whole UTF-8 characters of the text.
-    package static func plainStringContents(_ bytes: UnsafeBufferPointer<UInt8>) -> Slice<UnsafeBufferPointer<UInt8>>? {
+    package static func plainStringContents(
+        _ bytes: UnsafeBufferPointer<UInt8>
+    ) -> Slice<UnsafeBufferPointer<UInt8>>? {
         let quote = UInt8(ascii: "'"), backslash = UInt8(ascii: "\\")
         guard bytes.count >= 2, bytes.first == quote, bytes.last == quote else { return nil }
         let inner = bytes.dropFirst().dropLast()

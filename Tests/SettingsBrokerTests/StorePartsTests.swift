@@ -75,7 +75,9 @@ struct StorePartsTests {
     ] as [(String, [UInt8])])
     func aStoredValuesTextReadsAsTheParserReadsIt(type: String, text: [UInt8]) throws {
         let type = try DBusType(parsing: type)
-        let parsed = Result { () throws(GVariantTextError) in try GVariantText.parse(String(decoding: text, as: UTF8.self), as: type) }
+        let parsed = Result { () throws(GVariantTextError) in
+            try GVariantText.parse(String(decoding: text, as: UTF8.self), as: type)
+        }
         let stored = text.withUnsafeBufferPointer { bytes in
             Result { () throws(GVariantTextError) in try StoredValue(storedText: bytes, as: type) }
         }
