@@ -95,6 +95,29 @@ struct GSettingsDefaultsTests {
         }
     }
 
+    /// A data folder with `look` installed and compiled for GSettings.
+    static func lookData() async throws -> GSettingsSchemaSourceTests.DataFolder {
+        let data = try GSettingsSchemaSourceTests.DataFolder()
+        do {
+            try data.install(Self.look, as: "org.example.Look.gschema.xml")
+            try await data.compileForGSettings()
+        } catch {
+            data.remove()
+            throw error
+        }
+        return data
+    }
+
+    /// An administrator's folder in `data`, with its `defaults.d` and `locks.d`.
+    static func administratorFolder(in data: GSettingsSchemaSourceTests.DataFolder) throws -> URL {
+        let admin = data.folder.appendingPathComponent("admin")
+        for folder in ["defaults.d", "locks.d"] {
+            try FileManager.default.createDirectory(
+                at: admin.appendingPathComponent(folder), withIntermediateDirectories: true)
+        }
+        return admin
+    }
+
     /// A python3-gi app: it prints `size`'s value, user value and default value, then for each step (a write by
     /// gdbus, or the administrator's new defaults file, whose path is in ADMIN_DEFAULTS) prints them again once its
     /// `changed` handler ran (or `timeout` after 10 s).
@@ -134,15 +157,9 @@ struct GSettingsDefaultsTests {
     /// has none, never the user's value, and GSettings' default value; a user value over it, and a reset back to
     /// it; and the administrator's change of it reaches a running app.
     @Test func anAdministratorsDefaultReadsAsADefaultAndNeverAsTheUsersValue() async throws {
-        let data = try GSettingsSchemaSourceTests.DataFolder()
+        let data = try await Self.lookData()
         defer { data.remove() }
-        try data.install(Self.look, as: "org.example.Look.gschema.xml")
-        try await data.compileForGSettings()
-        let admin = data.folder.appendingPathComponent("admin")
-        for folder in ["defaults.d", "locks.d"] {
-            try FileManager.default.createDirectory(
-                at: admin.appendingPathComponent(folder), withIntermediateDirectories: true)
-        }
+        let admin = try Self.administratorFolder(in: data)
         let defaults = admin.appendingPathComponent("defaults.d/10-site.conf")
         try "[org/example/look]\nsize=10\n".write(to: defaults, atomically: true, encoding: .utf8)
 
@@ -186,16 +203,10 @@ struct GSettingsDefaultsTests {
     /// still the one the user set before the lock, as with dconf (whose user database keeps it): the broker keeps
     /// it without serving it, and the module asks for it (`Describe`).
     @Test func aLockedKeyKeepsTheUsersValueFromBeforeTheLock() async throws {
-        let data = try GSettingsSchemaSourceTests.DataFolder()
+        let data = try await Self.lookData()
         defer { data.remove() }
-        try data.install(Self.look, as: "org.example.Look.gschema.xml")
-        try await data.compileForGSettings()
         let store = data.folder.appendingPathComponent("settings.db").path
-        let admin = data.folder.appendingPathComponent("admin")
-        for folder in ["defaults.d", "locks.d"] {
-            try FileManager.default.createDirectory(
-                at: admin.appendingPathComponent(folder), withIntermediateDirectories: true)
-        }
+        let admin = try Self.administratorFolder(in: data)
 
         try await withTestBus { bus in
             // Given: the user's value, set before the administrator locked the key.
@@ -225,10 +236,8 @@ struct GSettingsDefaultsTests {
     }
 
     @Test func flagsChoicesOfAnArrayAndAliasesHoldForEveryWriterAndOutliveARestart() async throws {
-        let data = try GSettingsSchemaSourceTests.DataFolder()
+        let data = try await Self.lookData()
         defer { data.remove() }
-        try data.install(Self.look, as: "org.example.Look.gschema.xml")
-        try await data.compileForGSettings()
         let store = data.folder.appendingPathComponent("settings.db").path
         let outOfRange = GSettingsSchemaSourceTests.outOfRange
 
