@@ -452,16 +452,12 @@ static GVariant *settings_bus_backend_read(GSettingsBackend *backend, const gcha
     return read_layer(SETTINGS_BUS_BACKEND(backend), key, expected_type, default_value ? READ_DEFAULT : READ_VALUE);
 }
 
-static gint listed_writability_locked(SettingsBusBackend *self, const gchar *key);
+static gboolean is_locked(SettingsBusBackend *self, const gchar *key);
 
 // The user's value of a key an administrator locked, which the broker keeps but does not serve (the copy has no
 // value of the user's for it), as dconf keeps it in the user's database: Describe's `value` (NULL: none).
 static GVariant *held_user_value(SettingsBusBackend *self, const gchar *key, const GVariantType *expected_type) {
-    g_mutex_lock(&self->lock);
-    gint known = GPOINTER_TO_INT(g_hash_table_lookup(self->writability, key));
-    gboolean locked = (known ? known : listed_writability_locked(self, key)) == LOCKED;
-    g_mutex_unlock(&self->lock);
-    if (!locked) return NULL;
+    if (!is_locked(self, key)) return NULL;
     GVariant *reply = call_broker(self, "Describe", g_variant_new("(s)", key), "(a{sv})", NULL);
     if (!reply) return NULL;
     GVariant *fields = g_variant_get_child_value(reply, 0);
@@ -688,12 +684,18 @@ static gint listed_writability_locked(SettingsBusBackend *self, const gchar *key
     return WRITABLE;
 }
 
+// What the module knows of a key's writability, with the lock held: what Describe said of it, else what its
+// directory's lock list says (LOCKED, WRITABLE, or 0 when neither is known).
+static gint known_writability_locked(SettingsBusBackend *self, const gchar *key) {
+    gint known = GPOINTER_TO_INT(g_hash_table_lookup(self->writability, key));
+    return known ? known : listed_writability_locked(self, key);
+}
+
 static gboolean settings_bus_backend_get_writable(GSettingsBackend *backend, const gchar *key) {
     SettingsBusBackend *self = SETTINGS_BUS_BACKEND(backend);
     if (!self->bus) return FALSE;
     g_mutex_lock(&self->lock);
-    gint known = GPOINTER_TO_INT(g_hash_table_lookup(self->writability, key));
-    if (!known) known = listed_writability_locked(self, key);
+    gint known = known_writability_locked(self, key);
     g_mutex_unlock(&self->lock);
     if (known) return known == WRITABLE;
     GError *error = NULL;
@@ -891,8 +893,7 @@ static void send_write(SettingsBusBackend *self, PendingWrite *write) {
 // Whether the key is known to be locked: by an earlier get_writable, or by its directory's lock list.
 static gboolean is_locked(SettingsBusBackend *self, const gchar *key) {
     g_mutex_lock(&self->lock);
-    gint known = GPOINTER_TO_INT(g_hash_table_lookup(self->writability, key));
-    if (!known) known = listed_writability_locked(self, key);
+    gint known = known_writability_locked(self, key);
     g_mutex_unlock(&self->lock);
     return known == LOCKED;
 }

@@ -163,15 +163,14 @@ enum StoredValue {
         }
     }
 
-    /// A value from the GVariant text a store holds, read as `type`. Short text in its commonest form goes
-    /// into ``InlineText`` straight from the text's bytes, with no `String` made (a store of 100,000 such values
-    /// is read at every start); anything else is parsed (``SettingsModel/GVariantText``).
+    /// A value from the GVariant text a store holds, read as `type`. Text in its commonest form is taken from
+    /// the text's bytes as the parser takes it, short text straight into ``InlineText`` with no `String` made (a
+    /// store of 100,000 such values is read at every start); anything else is parsed
+    /// (``SettingsModel/GVariantText``).
     init(storedText text: UnsafeBufferPointer<UInt8>, as type: DBusType) throws(GVariantTextError) {
         // A NUL, which no D-Bus string holds, is the parser's to refuse.
-        if case .string = type, let inner = GVariantText.plainStringContents(text), !inner.contains(0),
-            let inline = InlineText(inner)
-        {
-            self = .shortString(inline)
+        if case .string = type, let inner = GVariantText.plainStringContents(text), !inner.contains(0) {
+            self = InlineText(inner).map { .shortString($0) } ?? .string(String(decoding: inner, as: UTF8.self))
         } else {
             self.init(try GVariantText.parse(utf8: text, as: type))
         }

@@ -380,8 +380,8 @@ func waitForStatusChange(_ machine: Machine, _ name: String, from old: String?, 
     throw SyncTestFailure(description: "\(name) of \(machine.name) stayed \(String(describing: old))")
 }
 
-/// Waits until a machine's `Get` of a key reads `expected`.
-func waitForValue(_ machine: Machine, key: String, _ expected: String, timeLimit: Duration) async throws {
+/// Waits until a machine's `Get` of a key reads `expected` (nil: the key has no value).
+func waitForValue(_ machine: Machine, key: String, _ expected: String?, timeLimit: Duration) async throws {
     let deadline = ContinuousClock.now + timeLimit
     var seen: String?
     while ContinuousClock.now < deadline {
@@ -389,7 +389,8 @@ func waitForValue(_ machine: Machine, key: String, _ expected: String, timeLimit
         if seen == expected { return }
         try await waitForChanged(on: [machine], timeLimit: .milliseconds(250))
     }
-    throw SyncTestFailure(description: "\(key) of \(machine.name) read \(String(describing: seen)), not \(expected)")
+    throw SyncTestFailure(
+        description: "\(key) of \(machine.name) read \(String(describing: seen)), not \(String(describing: expected))")
 }
 
 /// The peak resident memory of a process (`VmHWM`), in KiB.
