@@ -2,6 +2,7 @@
 
 import CSQLite
 import DBus
+import Dispatch
 import SettingsModel
 
 /// How hard a commit works to survive a crash.
@@ -206,12 +207,9 @@ final class StorePersistence: Sendable {
     /// Reads a whole store.
     static func read(_ db: SQLiteConnection) throws -> Contents {
         var contents = Contents()
-        let rows = try readValues(db)
-        // The store's serial: the larger of this and every row's.
+        // The schemas are read while the values of a large store are still being made.
+        let values = try readValues(db)
         let recorded = UInt64(bitPattern: try db.integer("SELECT value FROM meta WHERE name = 'serial'") ?? 0)
-        contents.serial = max(recorded, rows.serial)
-        contents.values = rows.table
-        contents.unreadable = rows.unreadable
         try db.rows(
             "SELECT path, type, default_value, summary, description, range_min, range_max, choices, secret FROM schemas"
         ) { row throws(SQLiteError) in
@@ -223,6 +221,11 @@ final class StorePersistence: Sendable {
             }
         }
         try readMachineLocal(db, into: &contents)
+        let (rows, table) = values.finish()
+        // The store's serial: the larger of this and every row's.
+        contents.serial = max(recorded, rows.serial)
+        contents.values = table
+        contents.unreadable = rows.unreadable + contents.unreadable
         return contents
     }
 
@@ -256,41 +259,48 @@ final class StorePersistence: Sendable {
     }
 
     /// Reads the user values of every key.
-    static func readValues(_ db: SQLiteConnection) throws -> ValueRows {
-        var rows = ValueRows()
+    ///
+    /// A large store is read by two threads, one after the other on each part of it: this one steps SQLite
+    /// through the rows and copies each part's bytes (``RawRows``), a second makes the keys and values of the
+    /// part before (``RowReader``). On two processors a start then takes about the longer of the two instead of
+    /// both. A small store is read on this thread alone.
+    static func readValues(_ db: SQLiteConnection) throws -> PendingValues {
         let count = Int(try db.integer("SELECT COUNT(*) FROM settings") ?? 0)
-        rows.keys.reserveCapacity(count)
-        rows.values.reserveCapacity(count)
-        // A store holds few distinct types: each type's text is parsed once, and a row of the same type as the
-        // row before it (the commonest case) is not even looked up.
-        var types: [String: DBusType] = [:]
-        var lastType: (text: [UInt8], type: DBusType)?
-        try db.rows("SELECT path, type, value, serial FROM settings ORDER BY path") { row throws(SQLiteError) in
-            let path = row.text(0)
-            let serial = UInt64(bitPattern: row.integer(3))
-            rows.serial = max(rows.serial, serial)
-            do {
-                let type = try row.withBytes(1) { bytes in
-                    if let lastType, bytes.elementsEqual(lastType.text) { return lastType.type }
-                    let text = String(decoding: bytes, as: UTF8.self)
-                    let type = try types[text] ?? DBusType(parsing: text)
-                    types[text] = type
-                    lastType = (Array(bytes), type)
-                    return type
+        let sql = "SELECT path, type, value, serial FROM settings ORDER BY path"
+        guard count >= RawRows.pipelineThreshold else {
+            var reader = RowReader(capacity: count)
+            try db.rows(sql) { row throws(SQLiteError) in
+                row.withColumns { path, type, value, serial in
+                    reader.take(path: path, type: type, value: value, serial: serial)
                 }
-                // Read from SQLite's own copy of the text: most values need no `String` of it.
-                let value = try row.withBytes(2) { bytes in
-                    try CommittedState.UserValue(storedText: bytes, as: type, serial: serial)
-                }
-                let key = try SettingPath(path)
-                if rows.increasing, let last = rows.keys.last, !(last.rawValue < key.rawValue) { rows.increasing = false }
-                rows.keys.append(key)
-                rows.values.append(value)
-            } catch {
-                rows.unreadable.append((path, "\(error)"))
+            }
+            return .read(reader.rows)
+        }
+        let maker = RowMaker(capacity: count)
+        var part = RawRows()
+        try db.rows(sql) { row throws(SQLiteError) in
+            row.withColumns { path, type, value, serial in part.append(path: path, type: type, value: value, serial: serial) }
+            if part.count == RawRows.partRows {
+                maker.make(part)
+                part = RawRows()
             }
         }
-        return rows
+        maker.make(part)
+        return .making(maker)
+    }
+
+    /// User values read by ``readValues(_:)``, or still being made on another thread.
+    enum PendingValues {
+        case read(ValueRows)
+        case making(RowMaker)
+
+        /// The values read, once they are made, and the table the broker keeps them in.
+        func finish() -> (rows: ValueRows, table: ValueTable) {
+            switch self {
+            case .read(let rows): (rows, rows.table)
+            case .making(let maker): maker.finish()
+            }
+        }
     }
 
     private static func schema(from row: SQLiteRow) throws -> SettingSchema {
@@ -532,5 +542,142 @@ final class StorePersistence: Sendable {
                 .integer(schema.isSecret ? 1 : 0),
             ])
         try recordMachineLocal(schema, at: path, db)
+    }
+}
+
+extension SQLiteRow {
+    /// The bytes of a `settings` row's path, type and value as SQLite holds them, and its serial, valid only
+    /// inside `body`.
+    fileprivate func withColumns(
+        _ body: (UnsafeBufferPointer<UInt8>, UnsafeBufferPointer<UInt8>, UnsafeBufferPointer<UInt8>, UInt64) -> Void
+    ) {
+        withBytes(0) { path in
+            withBytes(1) { type in
+                withBytes(2) { value in body(path, type, value, UInt64(bitPattern: integer(3))) }
+            }
+        }
+    }
+}
+
+/// Makes user values from the bytes of the store's rows, in the order of their paths (see
+/// ``StorePersistence/readValues(_:)``).
+struct RowReader {
+    private(set) var rows = StorePersistence.ValueRows()
+    /// A store holds few distinct types: each type's text is parsed once, and a row of the same type as the
+    /// row before it (the commonest case) is not even looked up.
+    private var types: [String: DBusType] = [:]
+    private var lastType: (text: [UInt8], type: DBusType)?
+
+    init(capacity: Int) {
+        rows.keys.reserveCapacity(capacity)
+        rows.values.reserveCapacity(capacity)
+    }
+
+    /// Takes one row: its path, type and value as the store holds their text, and its serial.
+    mutating func take(
+        path pathBytes: UnsafeBufferPointer<UInt8>, type typeBytes: UnsafeBufferPointer<UInt8>,
+        value valueBytes: UnsafeBufferPointer<UInt8>, serial: UInt64
+    ) {
+        rows.serial = max(rows.serial, serial)
+        let path = String(decoding: pathBytes, as: UTF8.self)
+        do {
+            let type: DBusType
+            if let lastType, typeBytes.elementsEqual(lastType.text) {
+                type = lastType.type
+            } else {
+                let text = String(decoding: typeBytes, as: UTF8.self)
+                type = try types[text] ?? DBusType(parsing: text)
+                types[text] = type
+                lastType = (Array(typeBytes), type)
+            }
+            // Read from the row's own bytes: most values need no `String` of them.
+            let value = try CommittedState.UserValue(storedText: valueBytes, as: type, serial: serial)
+            let key = try SettingPath(path)
+            if rows.increasing, let last = rows.keys.last, !(last.rawValue < key.rawValue) { rows.increasing = false }
+            rows.keys.append(key)
+            rows.values.append(value)
+        } catch {
+            rows.unreadable.append((path, "\(error)"))
+        }
+    }
+}
+
+/// The bytes of a run of the store's rows, copied from SQLite for another thread to make values of.
+struct RawRows: Sendable {
+    /// Stores of fewer rows are read by one thread.
+    static let pipelineThreshold = 8192
+    /// Rows in each part handed from one thread to the other.
+    static let partRows = 4096
+
+    private var bytes: [UInt8] = []
+    /// Where each row's path, type and value end in ``bytes``, and its serial.
+    private var ends: [(path: Int, type: Int, value: Int, serial: UInt64)] = []
+
+    init() {
+        bytes.reserveCapacity(Self.partRows * 64)
+        ends.reserveCapacity(Self.partRows)
+    }
+
+    var count: Int { ends.count }
+
+    mutating func append(
+        path: UnsafeBufferPointer<UInt8>, type: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>,
+        serial: UInt64
+    ) {
+        bytes.append(contentsOf: path)
+        let pathEnd = bytes.count
+        bytes.append(contentsOf: type)
+        let typeEnd = bytes.count
+        bytes.append(contentsOf: value)
+        ends.append((pathEnd, typeEnd, bytes.count, serial))
+    }
+
+    /// Hands each row to `reader`, in order.
+    func read(into reader: inout RowReader) {
+        bytes.withUnsafeBufferPointer { all in
+            var start = 0
+            for end in ends {
+                reader.take(
+                    path: UnsafeBufferPointer(rebasing: all[start..<end.path]),
+                    type: UnsafeBufferPointer(rebasing: all[end.path..<end.type]),
+                    value: UnsafeBufferPointer(rebasing: all[end.type..<end.value]),
+                    serial: end.serial)
+                start = end.value
+            }
+        }
+    }
+}
+
+/// Makes the values of the parts of a store's rows on a thread of its own, one part after the other.
+// @unchecked Sendable: `reader` is touched only by the jobs of the serial `queue`, and read by `finish` after
+// `queue.sync` has waited for every one of them.
+final class RowMaker: @unchecked Sendable {
+    private let queue = DispatchQueue(label: "settings-broker.store-values", qos: .userInitiated)
+    private var reader: RowReader
+
+    init(capacity: Int) {
+        reader = RowReader(capacity: capacity)
+    }
+
+    /// Makes the values of `part` after those of the parts before it.
+    func make(_ part: RawRows) {
+        queue.async { part.read(into: &self.reader) }
+    }
+
+    /// The values of every part, once they are made, and their table: its keys' order is made on the maker's
+    /// thread while this one makes its hash table.
+    func finish() -> (rows: StorePersistence.ValueRows, table: ValueTable) {
+        let rows = queue.sync { reader.rows }
+        guard rows.increasing else { return (rows, rows.table) }
+        let order = Locked<SortedKeys?>(nil)
+        queue.async {
+            let keys = SortedKeys(increasing: rows.keys.lazy.map(\.rawValue))
+            order.withLock { $0 = keys }
+        }
+        let table = ValueTable(increasingKeys: rows.keys, values: rows.values) {
+            queue.sync {}
+            return order.withLock { $0 } ?? SortedKeys(increasing: rows.keys.lazy.map(\.rawValue))
+        }
+        return (rows, table)
     }
 }

@@ -137,6 +137,61 @@ struct StorePartsTests {
         #expect(contents.serial == 9)
     }
 
+    /// A large store is read by two threads, one stepping SQLite and one making the values (``RawRows``): every
+    /// value, the keys' order, each row that cannot be read and the serial come out as one thread reads them,
+    /// across the boundaries of the parts handed between the threads, whatever order the rows come in.
+    @Test(arguments: ["BINARY", "NOCASE"])
+    func aLargeStoreIsReadWholeByTwoThreads(collation: String) throws {
+        let directory = try StoreFiles.makeTemporaryDirectory()
+        let file = directory + "/t.db"
+        defer {
+            for suffix in ["", "-wal", "-shm"] { StoreFiles.removeIfPresent(file + suffix) }
+            StoreFiles.removeDirectory(directory)
+        }
+        let database = try SQLiteDatabase(path: file)
+        defer { try? database.close() }
+        // More rows than one thread reads, ending in a part that is not full; upper and lower case alternate, so
+        // that a case-blind column gives the rows in another order than their bytes'.
+        let count = RawRows.pipelineThreshold + RawRows.partRows + 17
+        var rows: [(path: String, type: String, value: String)] = (0..<count).map { index in
+            ("/big/\(index % 2 == 0 ? "K" : "k")\(index)", "s", "'value \(index)'")
+        }
+        // Rows that cannot be read: a bad path at a part's boundary, a value of the wrong type, an unknown type.
+        rows[RawRows.partRows - 1].path = "/big//bad"
+        rows[RawRows.partRows].value = "'unterminated"
+        rows[count - 1].type = "not a type"
+        let unreadable = Set([rows[RawRows.partRows - 1].path, rows[RawRows.partRows].path, rows[count - 1].path])
+        try database.transaction { db in
+            try db.execute(
+                """
+                CREATE TABLE settings (
+                    path TEXT COLLATE \(collation) PRIMARY KEY NOT NULL, type TEXT NOT NULL, value TEXT NOT NULL,
+                    serial INTEGER NOT NULL) WITHOUT ROWID
+                """)
+            try StorePersistence.prepare(db, path: file)
+            for (index, row) in rows.enumerated() {
+                try db.execute(
+                    "INSERT INTO settings (path, type, value, serial) VALUES (?, ?, ?, ?)",
+                    [.text(row.path), .text(row.type), .text(row.value), .integer(Int64(index + 1))])
+            }
+        }
+
+        let contents = try database.use { db in try StorePersistence.read(db) }
+
+        #expect(contents.values.count == count - unreadable.count)
+        for (index, row) in rows.enumerated() where !unreadable.contains(row.path) {
+            let entry = try #require(contents.values[try Self.key(row.path)])
+            #expect(entry.value == .string("value \(index)"))
+            #expect(entry.serial == UInt64(index + 1))
+        }
+        let readable = rows.map(\.path).filter { !unreadable.contains($0) }
+        #expect(Array(contents.values.order) == readable.sorted { Array($0.utf8).lexicographicallyPrecedes($1.utf8) })
+        #expect(contents.values.order.checkInvariants() == nil)
+        #expect(Set(contents.unreadable.map(\.path)) == unreadable)
+        #expect(contents.unreadable.count == unreadable.count)
+        #expect(contents.serial == UInt64(count))
+    }
+
     @Test func sqliteErrorsCarryTheirCodeAndARollbackUndoesTheTransaction() throws {
         let directory = try StoreFiles.makeTemporaryDirectory()
         let file = directory + "/t.db"
