@@ -92,10 +92,12 @@ struct StorePartsTests {
         }
     }
 
-    /// A store's values are read in the order of their paths and built into the table in one pass; a file whose
-    /// paths SQLite orders otherwise (here a column declared case-blind) is read whole all the same.
-    @Test(arguments: ["BINARY", "NOCASE"])
-    func aStoreIsReadWholeWhateverOrderItsRowsComeIn(collation: String) throws {
+    /// A row of a store's `settings` table, as a file holds it.
+    typealias StoredRow = (path: String, type: String, value: String, serial: Int64)
+
+    /// Reads a store file whose `settings` table orders its paths by `collation` and holds `rows`, as the broker
+    /// reads a store at start-up.
+    static func readStore(collation: String, rows: [StoredRow]) throws -> StorePersistence.Contents {
         let directory = try StoreFiles.makeTemporaryDirectory()
         let file = directory + "/t.db"
         defer {
@@ -104,11 +106,7 @@ struct StorePartsTests {
         }
         let database = try SQLiteDatabase(path: file)
         defer { try? database.close() }
-        let rows: [(path: String, value: String, serial: Int64)] = [
-            ("/a/b", "'lower b'", 4), ("/a/C", "'upper C'", 9), ("/a/a", "'lower a'", 2), ("/a/D", "'upper D'", 7),
-            ("/z", "'last'", 1), ("/a/bad//key", "'refused'", 3),
-        ]
-        try database.use { db in
+        try database.transaction { db in
             try db.execute(
                 """
                 CREATE TABLE settings (
@@ -118,12 +116,23 @@ struct StorePartsTests {
             try StorePersistence.prepare(db, path: file)
             for row in rows {
                 try db.execute(
-                    "INSERT INTO settings (path, type, value, serial) VALUES (?, 's', ?, ?)",
-                    [.text(row.path), .text(row.value), .integer(row.serial)])
+                    "INSERT INTO settings (path, type, value, serial) VALUES (?, ?, ?, ?)",
+                    [.text(row.path), .text(row.type), .text(row.value), .integer(row.serial)])
             }
         }
+        return try database.use { db in try StorePersistence.read(db) }
+    }
 
-        let contents = try database.use { db in try StorePersistence.read(db) }
+    /// A store's values are read in the order of their paths and built into the table in one pass; a file whose
+    /// paths SQLite orders otherwise (here a column declared case-blind) is read whole all the same.
+    @Test(arguments: ["BINARY", "NOCASE"])
+    func aStoreIsReadWholeWhateverOrderItsRowsComeIn(collation: String) throws {
+        let rows: [StoredRow] = [
+            ("/a/b", "s", "'lower b'", 4), ("/a/C", "s", "'upper C'", 9), ("/a/a", "s", "'lower a'", 2),
+            ("/a/D", "s", "'upper D'", 7), ("/z", "s", "'last'", 1), ("/a/bad//key", "s", "'refused'", 3),
+        ]
+
+        let contents = try Self.readStore(collation: collation, rows: rows)
 
         #expect(contents.values.count == 5)
         for row in rows where row.path != "/a/bad//key" {
@@ -142,47 +151,25 @@ struct StorePartsTests {
     /// across the boundaries of the parts handed between the threads, whatever order the rows come in.
     @Test(arguments: ["BINARY", "NOCASE"])
     func aLargeStoreIsReadWholeByTwoThreads(collation: String) throws {
-        let directory = try StoreFiles.makeTemporaryDirectory()
-        let file = directory + "/t.db"
-        defer {
-            for suffix in ["", "-wal", "-shm"] { StoreFiles.removeIfPresent(file + suffix) }
-            StoreFiles.removeDirectory(directory)
-        }
-        let database = try SQLiteDatabase(path: file)
-        defer { try? database.close() }
         // More rows than one thread reads, ending in a part that is not full; upper and lower case alternate, so
         // that a case-blind column gives the rows in another order than their bytes'.
         let count = RawRows.pipelineThreshold + RawRows.partRows + 17
-        var rows: [(path: String, type: String, value: String)] = (0..<count).map { index in
-            ("/big/\(index % 2 == 0 ? "K" : "k")\(index)", "s", "'value \(index)'")
+        var rows: [StoredRow] = (0..<count).map { index in
+            ("/big/\(index % 2 == 0 ? "K" : "k")\(index)", "s", "'value \(index)'", Int64(index + 1))
         }
         // Rows that cannot be read: a bad path at a part's boundary, a value of the wrong type, an unknown type.
         rows[RawRows.partRows - 1].path = "/big//bad"
         rows[RawRows.partRows].value = "'unterminated"
         rows[count - 1].type = "not a type"
         let unreadable = Set([rows[RawRows.partRows - 1].path, rows[RawRows.partRows].path, rows[count - 1].path])
-        try database.transaction { db in
-            try db.execute(
-                """
-                CREATE TABLE settings (
-                    path TEXT COLLATE \(collation) PRIMARY KEY NOT NULL, type TEXT NOT NULL, value TEXT NOT NULL,
-                    serial INTEGER NOT NULL) WITHOUT ROWID
-                """)
-            try StorePersistence.prepare(db, path: file)
-            for (index, row) in rows.enumerated() {
-                try db.execute(
-                    "INSERT INTO settings (path, type, value, serial) VALUES (?, ?, ?, ?)",
-                    [.text(row.path), .text(row.type), .text(row.value), .integer(Int64(index + 1))])
-            }
-        }
 
-        let contents = try database.use { db in try StorePersistence.read(db) }
+        let contents = try Self.readStore(collation: collation, rows: rows)
 
         #expect(contents.values.count == count - unreadable.count)
         for (index, row) in rows.enumerated() where !unreadable.contains(row.path) {
             let entry = try #require(contents.values[try Self.key(row.path)])
             #expect(entry.value == .string("value \(index)"))
-            #expect(entry.serial == UInt64(index + 1))
+            #expect(entry.serial == UInt64(row.serial))
         }
         let readable = rows.map(\.path).filter { !unreadable.contains($0) }
         #expect(Array(contents.values.order) == readable.sorted { Array($0.utf8).lexicographicallyPrecedes($1.utf8) })
