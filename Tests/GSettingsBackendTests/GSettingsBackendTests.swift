@@ -257,9 +257,9 @@ struct GSettingsBackendTests {
     }
 
     /// A python3-gi app that reads `count`, says `ready`, and at a line on its standard input sets it to 42; it
-    /// prints the values its `changed` handler read, at the second (or after 30 s).
+    /// prints the values its `changed` handler read, at the second (or after 60 s), and logs each with its time.
     static let unansweredWrite = """
-        import sys, gi
+        import sys, time, gi
         gi.require_version('Gio', '2.0')
         from gi.repository import Gio, GLib
         settings = Gio.Settings.new('org.example.Editor')
@@ -268,17 +268,19 @@ struct GSettingsBackendTests {
         loop = GLib.MainLoop()
         def changed(s, key):
             seen.append(s.get_int('count'))
+            print(f'changed to {seen[-1]} at {time.monotonic() - start:.1f} s', file=sys.stderr, flush=True)
             if len(seen) == 2: loop.quit()
         settings.connect('changed::count', changed)
         print('ready', flush=True)
         sys.stdin.readline()
+        start = time.monotonic()
         settings.set_int('count', 42)
-        GLib.timeout_add_seconds(30, loop.quit)
+        GLib.timeout_add_seconds(60, loop.quit)
         loop.run()
         print(' '.join(map(str, seen)), flush=True)
         """
 
-    @Test(.timeLimit(.minutes(1))) func aWriteTheBrokerDoesNotAnswerIsUndoneAfterTenSeconds() async throws {
+    @Test(.timeLimit(.minutes(2))) func aWriteTheBrokerDoesNotAnswerIsUndoneAfterTenSeconds() async throws {
         let setup = try await Setup.compiled()
         defer { setup.remove() }
         try await withTestBus { bus in
@@ -289,12 +291,16 @@ struct GSettingsBackendTests {
             // When: the broker is stopped (not gone: the bus daemon keeps the write for it), and the app writes.
             #expect(kill(broker.pid, SIGSTOP) == 0)
             app.write("go\n")
-            // Then: the app reads its write at once, and the schema's default again once 10 s passed unanswered.
-            let seen = try await app.nextLine(timeLimit: .seconds(40))
+            // Then: the app reads its write at once, and the schema's default again once 10 s passed unanswered
+            // (not sooner; on a loaded machine it may be later).
+            let seen = try await app.nextLine(timeLimit: .seconds(75))
             #expect(kill(broker.pid, SIGCONT) == 0)
-            #expect(seen == "42 1", "\(seen ?? "nothing")")
             #expect(await app.waitForExit() == 0)
             let stderr = await app.standardError()
+            #expect(seen == "42 1", "\(seen ?? "nothing"); the app's errors: \(stderr)")
+            let undone = stderr.split(separator: "\n").first { $0.hasPrefix("changed to 1 at ") }
+            let undoneAfter = undone.flatMap { Double($0.dropFirst("changed to 1 at ".count).dropLast(2)) }
+            #expect(undoneAfter.map { $0 >= 9.5 } == true, "\(stderr)")
             #expect(stderr.contains("a write of /org/example/editor/count to the settings broker failed, and is undone: no answer within 10 s"), "\(stderr)")
             #expect(await broker.stop() == 0)
         }
