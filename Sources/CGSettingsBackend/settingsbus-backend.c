@@ -555,7 +555,7 @@ static void take_change_locked(SettingsBusBackend *self, const gchar *key, GVari
 
 // Takes a Changed(path, values, removed, serial, origin) signal of the broker `sender`. A key left without a value
 // of the user's is in both lists (version 4 for a schema's default, 5 for the administrator's): it is taken as
-// removed, after its value, and reads the administrator's default, else GSettings' own. From the connection's
+// removed (its value is not taken), and reads the administrator's default, else GSettings' own. From the connection's
 // filter (`subscribed` false), on GDBus's thread, only a signal of the broker the subscription heard last is
 // taken, and one without values (secret keys, or a commit too large to list) or of the administrator's is left
 // to the subscription, which reads the directory again; the subscription (on the signal thread) takes every
@@ -585,7 +585,15 @@ static void take_changed(SettingsBusBackend *self, const gchar *sender, GVariant
     const gchar *key = NULL;
     GVariant *value = NULL;
     if (take) {
-        while (g_variant_iter_loop(values, "{&sv}", &key, &value)) take_change_locked(self, key, value, serial, changed);
+        // A key in both lists is taken as removed alone: taking its value first would change the copy twice, and
+        // the app would hear two `changed` (four, with the subscription's second look at the same signal).
+        GHashTable *gone = g_hash_table_new(g_str_hash, g_str_equal);
+        GVariantIter *listed = g_variant_iter_copy(removed);
+        while (g_variant_iter_next(listed, "&s", &key)) g_hash_table_add(gone, (gpointer) key);
+        g_variant_iter_free(listed);
+        while (g_variant_iter_loop(values, "{&sv}", &key, &value))
+            if (!g_hash_table_contains(gone, key)) take_change_locked(self, key, value, serial, changed);
+        g_hash_table_unref(gone);
         while (g_variant_iter_loop(removed, "&s", &key)) take_change_locked(self, key, NULL, serial, changed);
     }
     g_mutex_unlock(&self->lock);
