@@ -587,13 +587,16 @@ static void take_changed(SettingsBusBackend *self, const gchar *sender, GVariant
     if (take) {
         // A key in both lists is taken as removed alone: taking its value first would change the copy twice, and
         // the app would hear two `changed` (four, with the subscription's second look at the same signal).
-        GHashTable *gone = g_hash_table_new(g_str_hash, g_str_equal);
-        GVariantIter *listed = g_variant_iter_copy(removed);
-        while (g_variant_iter_next(listed, "&s", &key)) g_hash_table_add(gone, (gpointer) key);
-        g_variant_iter_free(listed);
+        GHashTable *gone = NULL;
+        if (g_variant_iter_n_children(removed) > 0) {
+            gone = g_hash_table_new(g_str_hash, g_str_equal);
+            GVariantIter *listed = g_variant_iter_copy(removed);
+            while (g_variant_iter_next(listed, "&s", &key)) g_hash_table_add(gone, (gpointer) key);
+            g_variant_iter_free(listed);
+        }
         while (g_variant_iter_loop(values, "{&sv}", &key, &value))
-            if (!g_hash_table_contains(gone, key)) take_change_locked(self, key, value, serial, changed);
-        g_hash_table_unref(gone);
+            if (!gone || !g_hash_table_contains(gone, key)) take_change_locked(self, key, value, serial, changed);
+        if (gone) g_hash_table_unref(gone);
         while (g_variant_iter_loop(removed, "&s", &key)) take_change_locked(self, key, NULL, serial, changed);
     }
     g_mutex_unlock(&self->lock);

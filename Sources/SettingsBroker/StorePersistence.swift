@@ -649,11 +649,13 @@ struct RawRows: Sendable {
 }
 
 /// Makes the values of the parts of a store's rows on a thread of its own, one part after the other.
-// @unchecked Sendable: `reader` is touched only by the jobs of the serial `queue`, and read by `finish` after
-// `queue.sync` has waited for every one of them.
+// @unchecked Sendable: `reader` and `order` are touched only by the jobs of the serial `queue`, and read by `finish`
+// after `queue.sync` has waited for every one of them.
 final class RowMaker: @unchecked Sendable {
     private let queue = DispatchQueue(label: "settings-broker.store-values", qos: .userInitiated)
     private var reader: RowReader
+    /// The keys' order of the table, made last.
+    private var order = SortedKeys()
 
     init(capacity: Int) {
         reader = RowReader(capacity: capacity)
@@ -669,15 +671,8 @@ final class RowMaker: @unchecked Sendable {
     func finish() -> (rows: StorePersistence.ValueRows, table: ValueTable) {
         let rows = queue.sync { reader.rows }
         guard rows.increasing else { return (rows, rows.table) }
-        let order = Locked<SortedKeys?>(nil)
-        queue.async {
-            let keys = SortedKeys(increasing: rows.keys.lazy.map(\.rawValue))
-            order.withLock { $0 = keys }
-        }
-        let table = ValueTable(increasingKeys: rows.keys, values: rows.values) {
-            queue.sync {}
-            return order.withLock { $0 } ?? SortedKeys(increasing: rows.keys.lazy.map(\.rawValue))
-        }
+        queue.async { self.order = ValueTable.order(ofIncreasingKeys: rows.keys) }
+        let table = ValueTable(increasingKeys: rows.keys, values: rows.values) { queue.sync { order } }
         return (rows, table)
     }
 }

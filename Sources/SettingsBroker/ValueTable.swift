@@ -52,11 +52,16 @@ struct ValueTable {
     /// A table of keys given in strictly increasing byte order, with their values, built in one pass: no key
     /// is looked up, since none can be there twice (a store's rows, read in the order of their paths).
     init(increasingKeys keys: ContiguousArray<SettingPath>, values: ContiguousArray<UserValue>) {
-        self.init(increasingKeys: keys, values: values) { SortedKeys(increasing: keys.lazy.map(\.rawValue)) }
+        self.init(increasingKeys: keys, values: values) { Self.order(ofIncreasingKeys: keys) }
+    }
+
+    /// The keys' order of a table of keys given in strictly increasing byte order.
+    static func order(ofIncreasingKeys keys: ContiguousArray<SettingPath>) -> SortedKeys {
+        SortedKeys(increasing: keys.lazy.map(\.rawValue))
     }
 
     /// The same table, with the keys' order given by `order` once the hash table is made (so that another
-    /// thread can make the order meanwhile): it must be `SortedKeys(increasing:)` of `keys`.
+    /// thread can make the order meanwhile): it must be ``order(ofIncreasingKeys:)`` of `keys`.
     init(
         increasingKeys keys: ContiguousArray<SettingPath>, values: ContiguousArray<UserValue>,
         order: () -> SortedKeys

@@ -58,16 +58,16 @@ extension Bench {
         }
         // One app's time per read depends on the app (the same app, started again, reads in 1.06 or 1.7 µs with
         // either backend): several apps per backend, taking turns, and the median of their medians.
+        let backends = ["settingsbus"] + (dconfGSettings ? ["dconf"] : [])
         var reads: [String: Samples] = [:]
         for _ in 0..<apps {
-            for backend in ["settingsbus"] + (dconfGSettings ? ["dconf"] : []) {
+            for backend in backends {
                 reads[backend, default: Samples()].append(try await gsettingsRead(setup, backend: backend, batches: batches))
             }
         }
         run.read = reads["settingsbus"]?.p50
         run.dconfRead = reads["dconf"]?.p50
 
-        let backends = ["settingsbus"] + (dconfGSettings ? ["dconf"] : [])
         progress("GSettings: g_settings_set → another app's changed handler (\(plan.deliveries) writes each)")
         let deliveries = try await gsettingsDelivery(setup, backends: backends)
         run.delivery = deliveries["settingsbus"] ?? Samples()

@@ -118,6 +118,16 @@ struct GSettingsDefaultsTests {
         return admin
     }
 
+    /// Python's `gdbus(method, *arguments)`: calls a method of the broker with the `gdbus` command (for the apps
+    /// below; they import `subprocess`).
+    static let pythonGdbus = """
+        def gdbus(method, *arguments):
+            subprocess.run(['gdbus', 'call', '--session', '--dest', 'io.github.settingsbus.Settings1',
+                            '--object-path', '/io/github/settingsbus/Settings1',
+                            '--method', 'io.github.settingsbus.Settings1.' + method] + list(arguments),
+                           check=True, stdout=subprocess.DEVNULL)
+        """
+
     /// A python3-gi app: it counts the `changed` of `size` that a gdbus `Reset` of it brings before a later change of
     /// `colour` (the broker's signals reach the app in order), and prints the count and the value it then reads.
     static let resetApp = """
@@ -125,11 +135,7 @@ struct GSettingsDefaultsTests {
         from gi.repository import Gio, GLib
         settings = Gio.Settings.new('org.example.Look')
         settings.get_int('size')
-        def gdbus(method, *arguments):
-            subprocess.run(['gdbus', 'call', '--session', '--dest', 'io.github.settingsbus.Settings1',
-                            '--object-path', '/io/github/settingsbus/Settings1',
-                            '--method', 'io.github.settingsbus.Settings1.' + method] + list(arguments),
-                           check=True, stdout=subprocess.DEVNULL)
+        \(Self.pythonGdbus)
         loop = GLib.MainLoop()
         counts = {'size': 0, 'colour': 0}
         def changed(_, key):
@@ -175,11 +181,7 @@ struct GSettingsDefaultsTests {
             default = settings.get_default_value('size')
             print(label, settings.get_int('size'), 'none' if user is None else user.print_(False),
                   default.print_(False), flush=True)
-        def gdbus(method, *arguments):
-            subprocess.run(['gdbus', 'call', '--session', '--dest', 'io.github.settingsbus.Settings1',
-                            '--object-path', '/io/github/settingsbus/Settings1',
-                            '--method', 'io.github.settingsbus.Settings1.' + method] + list(arguments),
-                           check=True, stdout=subprocess.DEVNULL)
+        \(Self.pythonGdbus)
         def administrator():
             with open(os.environ['ADMIN_DEFAULTS'] + '.new', 'w') as f:
                 f.write('[org/example/look]\\nsize=12\\n')
