@@ -148,6 +148,37 @@ static gchar *directory_of(const gchar *key) {
     return length ? g_strndup(key, length) : g_strdup("/");
 }
 
+// Whether a name from the bus is a key GLib takes (GSettingsBackend's `is_key`, which raises a CRITICAL for any
+// other): '/' first, not '/' last, no "//".
+static gboolean valid_key(const gchar *key) {
+    gsize length = key ? strlen(key) : 0;
+    return length > 1 && key[0] == '/' && key[length - 1] != '/' && !strstr(key, "//");
+}
+
+// Whether a name from the bus is a directory (GSettingsBackend's `is_path`): '/' first and last, no "//".
+static gboolean valid_directory(const gchar *path) {
+    gsize length = path ? strlen(path) : 0;
+    return length > 0 && path[0] == '/' && path[length - 1] == '/' && !strstr(path, "//");
+}
+
+// Whether `key` is a key of `directory` itself (not of a directory below it).
+static gboolean key_of_directory(const gchar *key, const gchar *directory) {
+    gsize length = strlen(directory);
+    return valid_key(key) && strncmp(key, directory, length) == 0 && directory_length(key) == length;
+}
+
+// Says, once for the process, that something the bus brought was dropped before GLib saw it: a key that is not a
+// key, or one outside the directory it was read for. The rest of the reply or signal is taken.
+static void drop_entry(const gchar *what, const gchar *name) {
+    static gint warned = 0;
+    if (!g_atomic_int_compare_and_exchange(&warned, 0, 1)) return;
+    gchar *shown = g_strescape(name ? name : "", NULL);
+    g_warning("settingsbus: dropped %s \"%s\" from the settings broker (it is not a key GSettings takes); "
+              "later ones are dropped without a word",
+              what, shown);
+    g_free(shown);
+}
+
 // The stored form of a value: a maybe `mT` becomes an array `aT` of no element or one.
 // A floating value is consumed.
 static GVariant *stored_form(GVariant *value) {
@@ -289,6 +320,10 @@ static void take_administrator_locked(SettingsBusBackend *self, const gchar *dir
     GVariant *entry = NULL;
     g_variant_iter_init(&entries, defaults);
     while (g_variant_iter_loop(&entries, "{&sv}", &name, &entry)) {
+        if (!valid_key(name) || !g_str_has_prefix(name, directory)) {
+            drop_entry("an administrator's default of", name);
+            continue;
+        }
         GVariant *old = g_hash_table_lookup(self->administrator, name);
         if (old && g_variant_equal(old, entry)) continue;
         if (read_only) {
@@ -296,6 +331,8 @@ static void take_administrator_locked(SettingsBusBackend *self, const gchar *dir
             gboolean read = g_hash_table_contains(self->directories, name_directory);
             g_free(name_directory);
             if (!read) continue;
+        } else if (!key_of_directory(name, directory)) {
+            continue;
         }
         g_hash_table_insert(self->administrator, g_strdup(name), g_variant_ref(entry));
         if (changed) g_ptr_array_add(changed, g_strdup(name));
@@ -384,8 +421,12 @@ static void load_directory(SettingsBusBackend *self, const gchar *directory) {
         const gchar *key = NULL;
         GVariant *value = NULL;
         g_variant_get(reply, "(a{sv}@a{sv}t)", &values, &defaults, &watch->serial);
-        while (g_variant_iter_loop(values, "{&sv}", &key, &value))
-            confirm_locked(self, key, value, watch->serial, TRUE, NULL);
+        while (g_variant_iter_loop(values, "{&sv}", &key, &value)) {
+            if (!valid_key(key) || !g_str_has_prefix(key, directory))
+                drop_entry("a value of", key);
+            else if (key_of_directory(key, directory))
+                confirm_locked(self, key, value, watch->serial, TRUE, NULL);
+        }
         take_administrator_locked(self, directory, defaults, FALSE, NULL);
         g_variant_iter_free(values);
         g_variant_unref(defaults);
@@ -508,8 +549,12 @@ static void reload_directory(SettingsBusBackend *self, const gchar *path) {
     GHashTable *fresh = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify) g_variant_unref);
     const gchar *key = NULL;
     GVariant *value = NULL;
-    while (g_variant_iter_loop(values, "{&sv}", &key, &value))
-        g_hash_table_insert(fresh, g_strdup(key), g_variant_ref(value));
+    while (g_variant_iter_loop(values, "{&sv}", &key, &value)) {
+        if (valid_key(key) && g_str_has_prefix(key, directory))
+            g_hash_table_insert(fresh, g_strdup(key), g_variant_ref(value));
+        else
+            drop_entry("a value of", key);
+    }
     g_variant_iter_free(values);
     g_variant_unref(reply);
     GPtrArray *changed = g_ptr_array_new_with_free_func(g_free);
@@ -568,6 +613,12 @@ static void take_changed(SettingsBusBackend *self, const gchar *sender, GVariant
     guint64 serial = 0;
     const gchar *origin = NULL;
     g_variant_get(parameters, "(&sa{sv}ast&s)", &path, &values, &removed, &serial, &origin);
+    if (!valid_key(path) && !valid_directory(path)) {
+        drop_entry("a change of", path);
+        g_variant_iter_free(values);
+        g_variant_iter_free(removed);
+        return;
+    }
     gsize count = g_variant_iter_n_children(values) + g_variant_iter_n_children(removed);
     GPtrArray *changed = g_ptr_array_new_with_free_func(g_free);
     g_mutex_lock(&self->lock);
@@ -591,13 +642,23 @@ static void take_changed(SettingsBusBackend *self, const gchar *sender, GVariant
         if (g_variant_iter_n_children(removed) > 0) {
             gone = g_hash_table_new(g_str_hash, g_str_equal);
             GVariantIter *listed = g_variant_iter_copy(removed);
-            while (g_variant_iter_next(listed, "&s", &key)) g_hash_table_add(gone, (gpointer) key);
+            while (g_variant_iter_next(listed, "&s", &key))
+                if (valid_key(key)) g_hash_table_add(gone, (gpointer) key);
             g_variant_iter_free(listed);
         }
-        while (g_variant_iter_loop(values, "{&sv}", &key, &value))
-            if (!gone || !g_hash_table_contains(gone, key)) take_change_locked(self, key, value, serial, changed);
+        while (g_variant_iter_loop(values, "{&sv}", &key, &value)) {
+            if (!valid_key(key))
+                drop_entry("a changed value of", key);
+            else if (!gone || !g_hash_table_contains(gone, key))
+                take_change_locked(self, key, value, serial, changed);
+        }
         if (gone) g_hash_table_unref(gone);
-        while (g_variant_iter_loop(removed, "&s", &key)) take_change_locked(self, key, NULL, serial, changed);
+        while (g_variant_iter_loop(removed, "&s", &key)) {
+            if (valid_key(key))
+                take_change_locked(self, key, NULL, serial, changed);
+            else
+                drop_entry("a removal of", key);
+        }
     }
     g_mutex_unlock(&self->lock);
     for (guint index = 0; index < changed->len; index++)
@@ -663,6 +724,10 @@ static void on_description_changed(GDBusConnection *bus, const gchar *sender, co
     // at once; each key announced costs a closure per GSettings object, queued to the object's main context.
     g_mutex_lock(&self->lock);
     while (g_variant_iter_loop(keys, "&s", &key)) {
+        if (!valid_key(key)) {
+            drop_entry("a description change of", key);
+            continue;
+        }
         gchar *directory = directory_of(key);
         DirectoryWatch *watch = g_hash_table_lookup(self->directories, directory);
         // A lock added or lifted: the directory's list is out of date; Describe answers until it is read again.

@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import DBus
+import Foundation
+import SettingsBus
+import SettingsBusTesting
+import SettingsModel
+import Testing
+
+/// The GSettings backend against peers that do not behave: a rogue owner of the broker's name that answers with
+/// what GLib would refuse, a monitor that answers an app's write before the broker, a broker that does not
+/// answer, a broker restarted on an older store. Python3-gi apps and `gsettings` on a private bus.
+@Suite(.timeLimit(.minutes(3)))
+struct GSettingsHostilePeerTests {
+    typealias Setup = GSettingsBackendTests.Setup
+
+    /// A python3-gi owner of the broker's name, `rogue_broker.py MODE`. It prints `ready` once it owns the name.
+    /// MODE `bad-keys`: it answers a directory's read with a key ending in `/` beside a good one, and at a line
+    /// on its standard input sends a `Changed` that lists such a key too, beside a good change of `count`.
+    /// MODE `silent`: it never answers.
+    static let rogueBroker = """
+        import sys, gi
+        gi.require_version('Gio', '2.0')
+        from gi.repository import Gio, GLib
+        mode = sys.argv[1]
+        XML = '''<node><interface name="io.github.settingsbus.Settings1">
+        <method name="ReadTreeLayers"><arg type="s" direction="in"/><arg type="a{sv}" direction="out"/>
+          <arg type="a{sv}" direction="out"/><arg type="t" direction="out"/></method>
+        <method name="Locks"><arg type="s" direction="in"/><arg type="as" direction="out"/></method>
+        <method name="Describe"><arg type="s" direction="in"/><arg type="a{sv}" direction="out"/></method>
+        <method name="Set"><arg type="s" direction="in"/><arg type="v" direction="in"/><arg type="t" direction="out"/></method>
+        <method name="Reset"><arg type="s" direction="in"/><arg type="t" direction="out"/></method>
+        <signal name="Changed"><arg type="s"/><arg type="a{sv}"/><arg type="as"/><arg type="t"/><arg type="s"/></signal>
+        <signal name="DescriptionChanged"><arg type="s"/><arg type="as"/><arg type="t"/><arg type="s"/></signal>
+        </interface></node>'''
+        PATH = '/io/github/settingsbus/Settings1'
+        INTERFACE = 'io.github.settingsbus.Settings1'
+        bus = Gio.bus_get_sync(Gio.BusType.SESSION, None)
+        held = []
+        def called(connection, sender, path, interface, method, parameters, invocation):
+            if mode == 'silent':
+                held.append(invocation)
+            elif method == 'ReadTreeLayers':
+                invocation.return_value(GLib.Variant('(a{sv}a{sv}t)', (
+                    {'/org/example/editor/': GLib.Variant('s', 'bad'),
+                     '/org/example/editor/greeting': GLib.Variant('s', 'from the rogue')},
+                    {'/org/example/editor/': GLib.Variant('i', 3)}, 5)))
+            elif method == 'Locks':
+                invocation.return_value(GLib.Variant('(as)', ([],)))
+            else:
+                invocation.return_value(GLib.Variant('(a{sv})', ({},)))
+        bus.register_object(PATH, Gio.DBusNodeInfo.new_for_xml(XML).interfaces[0], called, None, None)
+        loop = GLib.MainLoop()
+        def owned(*_):
+            print('ready', flush=True)
+        Gio.bus_own_name_on_connection(bus, INTERFACE, Gio.BusNameOwnerFlags.NONE, owned, lambda *_: loop.quit())
+        def line(channel, condition):
+            text = sys.stdin.readline()
+            if not text:
+                loop.quit()
+                return False
+            bus.emit_signal(None, PATH, INTERFACE, 'Changed', GLib.Variant('(sa{sv}asts)', ('/org/example/editor/',
+                {'/org/example/editor/': GLib.Variant('s', 'bad'), '/org/example/editor/count': GLib.Variant('i', 7)},
+                ['/org/example/editor/', '/org/example/editor//x'], 6, 'rogue')))
+            bus.emit_signal(None, PATH, INTERFACE, 'DescriptionChanged',
+                GLib.Variant('(sast)', ('/org/example/editor/', ['/org/example/editor/', ''], 6)))
+            bus.flush_sync(None)
+            return True
+        GLib.io_add_watch(GLib.IOChannel.unix_new(0), GLib.PRIORITY_DEFAULT, GLib.IO_IN | GLib.IO_HUP, line)
+        loop.run()
+        """
+
+    /// Reads `greeting`, says so, then waits for `count` to change (or 30 s) and prints it.
+    static let followCount = """
+        import gi
+        gi.require_version('Gio', '2.0')
+        from gi.repository import Gio, GLib
+        s = Gio.Settings.new('org.example.Editor')
+        loop = GLib.MainLoop()
+        s.connect('changed::count', lambda *_: loop.quit())
+        print('read', s.get_string('greeting'), flush=True)
+        GLib.timeout_add_seconds(30, loop.quit)
+        loop.run()
+        print('count', s.get_int('count'), flush=True)
+        """
+
+    /// What an owner of the broker's name answers or signals is checked before GLib sees it: a key ending in `/`
+    /// (in a read's values and defaults, in a `Changed`, in a `DescriptionChanged`) is dropped, with one line in
+    /// the log, and raises no CRITICAL; the good entries beside it are taken.
+    @Test func keysThatAreNotKeysFromTheBrokersNameNeverReachGLib() async throws {
+        let setup = try await Setup.compiled()
+        defer { setup.remove() }
+        try await withTestBus { bus in
+            let rogue = try RunningProcess.start(
+                "/usr/bin/python3", ["-c", Self.rogueBroker, "bad-keys"], environment: bus.environment)
+            #expect(try await rogue.nextLine() == "ready")
+            let app = try RunningProcess.start(
+                "/usr/bin/python3", ["-c", Self.followCount], environment: setup.environment(bus))
+            #expect(try await app.nextLine() == "read from the rogue")
+            rogue.write("emit\n")
+            #expect(try await app.nextLine(timeLimit: .seconds(40)) == "count 7")
+            #expect(await app.waitForExit() == 0)
+            let log = await app.standardError()
+            #expect(!log.contains("CRITICAL"), "\(log)")
+            let dropped = log.split(separator: "\n").filter { $0.contains("settingsbus: dropped") }
+            #expect(dropped.count == 1, "\(log)")
+            rogue.closeInput()
+            #expect(await rogue.waitForExit() == 0)
+        }
+    }
+}
