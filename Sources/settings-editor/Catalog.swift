@@ -20,13 +20,18 @@ actor Catalog {
         var isModified: Bool
         /// The key's summary.
         var summary: String?
+        /// Whether the key is secret: its value leaves the editor only through Reveal.
+        var isSecret: Bool
     }
 
-    /// A change the page is told of: the effective values as text, the keys left without a value.
+    /// A change the page is told of: the effective values as text, the keys left without a value, and the
+    /// keys whose value is not sent (a secret key's, or a key not yet described and so not known not to be
+    /// secret), which the page reads again through the API if it shows them.
     struct Change: Sendable {
         /// The commit's serial.
         var serial: UInt64
-        /// The JSON line sent to the pages, `{"serial":…,"values":{key:{text,plain}},"removed":[…]}`.
+        /// The JSON line sent to the pages,
+        /// `{"serial":…,"values":{key:{text,plain}},"removed":[…],"withheld":[…],"resync":…}`.
         var json: String
     }
 
@@ -226,13 +231,20 @@ actor Catalog {
     private func broadcast(_ update: SettingsUpdate) {
         guard !subscribers.isEmpty else { return }
         var values: [String: JSON] = [:]
+        var withheld: [String] = []
         // A resync (the broker restarted) carries the whole store: the pages are told to read again instead.
         for (key, value) in update.kind == .resync ? [:] : update.values {
-            values[key.rawValue] = ValueText.json(value)
+            // A value leaves only for a key described as not secret: a secret's goes out through Reveal alone.
+            if entries[key.rawValue]?.isSecret == false {
+                values[key.rawValue] = ValueText.json(value)
+            } else {
+                withheld.append(key.rawValue)
+            }
         }
         let json = JSON.object([
             "serial": .number(Double(update.serial)),
             "values": .object(values),
+            "withheld": .array(withheld.sorted().map { .string($0) }),
             "removed": .array(update.kind == .resync ? [] : update.removed.map(\.rawValue).sorted().map { .string($0) }),
             "resync": .bool(update.kind == .resync),
         ]).text
@@ -349,7 +361,7 @@ actor Catalog {
         let isModified =
             description.source == "user" && description.userValue != nil
             && description.userValue != description.schema?.defaultValue
-        entries[key] = Entry(isModified: isModified, summary: summary)
+        entries[key] = Entry(isModified: isModified, summary: summary, isSecret: description.schema?.isSecret == true)
         if isModified { modified.insert(key) } else { modified.remove(key) }
         index.set(key, text: [key, summary ?? "", description.schema?.description ?? ""].joined(separator: "\n"))
     }

@@ -622,6 +622,23 @@ function listen() {
         }
       }
     }
+    // A key whose value is not sent (a secret, or one the editor has not described yet): shown again as the
+    // server now gives it, a secret hidden until Reveal.
+    for (const key of change.withheld || []) {
+      const elements = keyElements(key);
+      if (!elements.length && view && view.kind === "dir" && key.startsWith(view.path) && !key.slice(view.path.length).includes("/")) unseen = true;
+      for (const element of elements) {
+        element.classList.add("just-changed");
+        setTimeout(() => element.classList.remove("just-changed"), 1500);
+        const note = element.querySelector(".note");
+        if (!pending.has(key)) seenSerial.set(key, change.serial);
+        if (pending.has(key) || pendingResets.has(key)) {
+          if (note) note.textContent = "Changed elsewhere while you edited: Apply will be refused, so that it is not overwritten.";
+        } else {
+          unseen = true;
+        }
+      }
+    }
     live.textContent = "Last change: commit " + change.serial;
     if (unseen || change.resync) refresh(true);
   });

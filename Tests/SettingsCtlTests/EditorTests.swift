@@ -167,6 +167,26 @@ struct EditorTests {
         }
     }
 
+    /// The raw bytes of `/api/events` while another process changes the secret key and then an ordinary one:
+    /// the secret's change is told, its value is not (only Reveal gives it).
+    @Test func aSecretKeysChangeIsToldWithoutItsValue() async throws {
+        try await Self.withEditorStore { bus in
+            let (editor, url) = try await Self.startEditor(bus)
+            try await Self.whileRunning(editor) {
+                let script = Ctl.repository.appendingPathComponent("Tests/Browser/editor_http.py").path
+                let result = try await TestProcess.run(
+                    "/usr/bin/python3", [script, "events", url, try Ctl.path(), bus.address],
+                    environment: bus.environment, timeLimit: .seconds(60))
+                #expect(result.status == 0, "\(result.stderr)")
+                let raw = result.stdout
+                #expect(raw.contains("\"/test/editor/password\""), "the secret key's change is told: \(raw)")
+                #expect(!raw.contains("hunter3"), "a secret value left the editor outside Reveal: \(raw)")
+                #expect(raw.contains("'light'"), "an ordinary key's change carries its value: \(raw)")
+            }
+            #expect(await editor.terminate() == 0)
+        }
+    }
+
     @Test func theEditorNamesAMissingBrokerAndABadDirectory() async throws {
         try await withTestBus { bus in
             let editor = try BuiltProduct.path("settings-editor")
