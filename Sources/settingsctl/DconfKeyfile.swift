@@ -76,42 +76,40 @@ enum DconfKeyfile {
         return groups.joined(separator: "\n")
     }
 
-    /// Reads a keyfile as `dconf load` does (``SettingsModel/Keyfile``): every `name=value` of group `[g]` sets
-    /// the key `directory + g/name` (`[/]` is `directory` itself) to the value of its GVariant text.
+    /// What a keyfile read as `dconf load` reads it (``SettingsModel/Keyfile``, line by line by ``KeyfileInput``)
+    /// sets: every `name=value` of group `[g]` sets the key `directory + g/name` (`[/]` is `directory` itself),
+    /// and the `#schema name.field=value` lines give the schemas of secret keys.
     ///
-    /// Blank lines and lines starting with `#` or `;` are skipped, except `#schema name.field=value` lines, the
-    /// schema of a secret key; white space around names and values is ignored; a key given twice keeps its last
-    /// value. A key whose group or name the broker's key grammar refuses is an entry with the reason, not a
-    /// problem of the file.
+    /// Blank lines and lines starting with `#` or `;` are skipped, except `#schema` lines; white space around
+    /// names and values is ignored; a key given twice keeps its last value. A key whose group or name the
+    /// broker's key grammar refuses is an entry with the reason, not a problem of the file.
     ///
-    /// - Throws: ``CtlError`` with status ``ExitStatus/invalid``, naming the line and what is wrong.
-    static func parse(_ text: String, under directory: SettingDirectory) throws(CtlError) -> Contents {
-        let parsed: (entries: [Keyfile.TextEntry], comments: [Keyfile.Comment])
-        do throws(Keyfile.Problem) {
-            parsed = try Keyfile.parseTexts(text, under: directory, keepingComments: schemaPrefix)
-        } catch {
-            throw CtlError(.invalid, error.description)
-        }
-        var contents = Contents(entries: parsed.entries)
-        guard !parsed.comments.isEmpty else { return contents }
-        // The `#schema` lines as a schema file: each group's lines under its absolute `[directory]`, every other
-        // line left blank so that the schema file's line numbers are the keyfile's.
+    /// - Parameters:
+    ///   - entries: the keyfile's entries, with their lines.
+    ///   - comments: its `#schema` lines, without the prefix, with their groups and lines.
+    /// - Throws: ``CtlError`` with status ``ExitStatus/invalid``, naming the `#schema` line that is wrong.
+    static func contents(entries: [Keyfile.TextEntry], comments: [Keyfile.Comment]) throws(CtlError) -> Contents {
+        var contents = Contents(entries: entries)
+        guard !comments.isEmpty else { return contents }
+        // The `#schema` lines as a schema file, each group's lines under its absolute `[directory]`; `lineNumbers`
+        // holds the keyfile's line of each of its lines (a group's line takes the number of its first field's).
         var schemaLines: [String] = []
+        var lineNumbers: [Int] = []
         var schemaGroup: SettingDirectory?
-        for comment in parsed.comments {
-            while schemaLines.count < comment.line - 1 { schemaLines.append("") }
+        for comment in comments {
             if schemaGroup != comment.group {
-                // The line before is not one of this group's schema lines (a group line came between), so it is
-                // blank here, and the group's line takes its place.
-                schemaLines[comment.line - 2] = "[\(comment.group.rawValue)]"
+                schemaLines.append("[\(comment.group.rawValue)]")
+                lineNumbers.append(comment.line)
                 schemaGroup = comment.group
             }
             schemaLines.append(comment.text)
+            lineNumbers.append(comment.line)
         }
-        do {
+        do throws(SchemaFile.Problem) {
             contents.schemas = try SchemaFile(parsing: schemaLines.joined(separator: "\n")).schemas
         } catch {
-            throw CtlError(.invalid, "a #schema \(error)")
+            let line = lineNumbers.indices.contains(error.line - 1) ? lineNumbers[error.line - 1] : error.line
+            throw CtlError(.invalid, "a #schema \(SchemaFile.Problem(line: line, message: error.message))")
         }
         return contents
     }

@@ -55,8 +55,7 @@ struct LoadCommand: AsyncParsableCommand {
 
     func run() async throws {
         let directory = try Arguments.directory(directory)
-        let text = try Self.read(file)
-        let contents = try DconfKeyfile.parse(text, under: directory)
+        let contents = try KeyfileInput.read(file, under: directory)
         guard !contents.entries.isEmpty || replace || !contents.schemas.isEmpty else { return }
         try await bus.withStore { store in
             try await Self.keepSecret(contents.schemas, in: store)
@@ -147,22 +146,5 @@ struct LoadCommand: AsyncParsableCommand {
         of key: SettingPath, in store: BusSettingsStore
     ) async throws(SettingsError) -> SettingSchema? {
         try await Describing.description(of: key, in: store)?.schema
-    }
-
-    /// The text of a file, or of standard input when `path` is nil or `-`.
-    static func read(_ path: String?) throws(CtlError) -> String {
-        let data: Data
-        if let path, path != "-" {
-            guard let contents = FileManager.default.contents(atPath: path) else {
-                throw CtlError(.failure, "cannot read \(path): no such file, or not readable")
-            }
-            data = contents
-        } else {
-            data = FileHandle.standardInput.readDataToEndOfFile()
-        }
-        guard let text = String(data: data, encoding: .utf8) else {
-            throw CtlError(.invalid, "\(path ?? "standard input") is not UTF-8 text")
-        }
-        return text
     }
 }
