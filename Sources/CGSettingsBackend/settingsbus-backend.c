@@ -51,8 +51,8 @@
 
 typedef struct {
     GSettingsBackend parent_instance;
-    // Guards values, administrator, confirmed, in_flight, directories, writability, replies, reply_timer and
-    // pending.
+    // Guards values, administrator, confirmed, in_flight, directories, writability, replies, calls, reply_timer,
+    // pending, owner and owner_serial.
     GMutex lock;
     GCond idle;
     GDBusConnection *bus; // NULL when the session bus cannot be reached
@@ -70,7 +70,11 @@ typedef struct {
     GThread *signal_thread;
     guint description_subscription;
     gboolean warned_unreachable;
-    gchar *broker; // the broker's unique name, from the last Changed its subscription received (NULL: none yet)
+    GHashTable *calls; // GUINT_TO_POINTER(a call's message serial) -> WaitedCall, while a thread waits for it
+    // The unique name that owns the broker's name, followed by the connection's filter in the order of the bus
+    // (GetNameOwner at start, then NameOwnerChanged); NULL: none. Only its answers and signals count.
+    gchar *owner;
+    guint32 owner_serial; // the message serial of GetNameOwner, until it is answered
     guint64 administrator_serial; // the serial of the last administrator's Changed read again for
     guint filter; // the connection's filter that takes Changed signals on GDBus's own thread
     struct FilterTarget *filter_target;
@@ -120,9 +124,24 @@ typedef struct {
     GVariant *arguments; // WRITE_APPLY: (a{sv}asa{sv})
     GHashTable *written; // key -> what this write put in the copy (NULL: removed)
     gint64 deadline; // g_get_monotonic_time() past which the write is taken as unanswered
+    gchar *to; // the broker's unique name when the write was sent (NULL: none known)
 } PendingWrite;
 
+// A call a thread waits for (call_broker): its answer, once the connection's filter took it from the broker.
+typedef struct {
+    gchar *to; // the broker's unique name when the call was sent (NULL: none known)
+    GDBusMessage *reply;
+    gboolean done;
+} WaitedCall;
+
+#define BUS_DAEMON "org.freedesktop.DBus"
+#define OWNER_RULE                                                                                               \
+    "type='signal',sender='" BUS_DAEMON "',interface='" BUS_DAEMON "',member='NameOwnerChanged',path='/org/"    \
+    "freedesktop/DBus',arg0='" SETTINGS_BUS_NAME "'"
+
 static gboolean take_reply(SettingsBusBackend *self, GDBusMessage *message);
+static gboolean take_owner_change(SettingsBusBackend *self, GDBusMessage *message);
+static void call_bus_daemon(SettingsBusBackend *self, const gchar *method, GVariant *arguments, guint32 *serial);
 
 GType settings_bus_backend_get_type(void);
 G_DEFINE_DYNAMIC_TYPE(SettingsBusBackend, settings_bus_backend, G_TYPE_SETTINGS_BACKEND)
@@ -254,11 +273,51 @@ static void confirm_locked(SettingsBusBackend *self, const gchar *key, GVariant 
 
 // Calls a method of the broker and waits for its reply, of type `reply_type` (NULL, with `error` set, when it
 // fails or times out). `arguments` is consumed when floating.
+// The call is sent with g_dbus_connection_send_message and its answer taken by the connection's filter, which
+// counts it only from the broker (take_reply): GDBus's own calls match an answer by its serial alone, and a peer
+// that reads the app's calls on the bus could answer first.
 static GVariant *call_broker(SettingsBusBackend *self, const gchar *method, GVariant *arguments,
                              const gchar *reply_type, GError **error) {
-    return g_dbus_connection_call_sync(self->bus, SETTINGS_BUS_NAME, SETTINGS_OBJECT_PATH, SETTINGS_INTERFACE, method,
-                                       arguments, G_VARIANT_TYPE(reply_type), G_DBUS_CALL_FLAGS_NONE, CALL_TIMEOUT_MS,
-                                       NULL, error);
+    GDBusMessage *message =
+        g_dbus_message_new_method_call(SETTINGS_BUS_NAME, SETTINGS_OBJECT_PATH, SETTINGS_INTERFACE, method);
+    g_dbus_message_set_body(message, arguments);
+    WaitedCall call = {NULL, NULL, FALSE};
+    guint32 serial = 0;
+    gint64 deadline = g_get_monotonic_time() + (gint64) CALL_TIMEOUT_MS * 1000;
+    // Sent with the lock held, so that the answer (on GDBus's thread) finds the call.
+    g_mutex_lock(&self->lock);
+    call.to = g_strdup(self->owner);
+    gboolean sent = g_dbus_connection_send_message(self->bus, message, G_DBUS_SEND_MESSAGE_FLAGS_NONE, &serial, error);
+    if (sent) {
+        g_hash_table_insert(self->calls, GUINT_TO_POINTER(serial), &call);
+        while (!call.done)
+            if (!g_cond_wait_until(&self->idle, &self->lock, deadline)) break;
+        if (!call.done) g_hash_table_remove(self->calls, GUINT_TO_POINTER(serial));
+    }
+    g_mutex_unlock(&self->lock);
+    g_object_unref(message);
+    g_free(call.to);
+    if (!sent) return NULL;
+    if (!call.done) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT, "no answer to %s within %d s", method,
+                    CALL_TIMEOUT_MS / 1000);
+        return NULL;
+    }
+    GVariant *body = NULL;
+    if (!g_dbus_message_to_gerror(call.reply, error)) {
+        body = g_dbus_message_get_body(call.reply);
+        if (body && g_variant_is_of_type(body, G_VARIANT_TYPE(reply_type)))
+            g_variant_ref(body);
+        else if (!body && strcmp(reply_type, "()") == 0)
+            body = g_variant_ref_sink(g_variant_new("()"));
+        else {
+            body = NULL;
+            g_set_error(error, G_DBUS_ERROR, G_DBUS_ERROR_INVALID_ARGS, "the broker's answer to %s is not of type %s",
+                        method, reply_type);
+        }
+    }
+    g_object_unref(call.reply);
+    return body;
 }
 
 // Reads a directory's values by whose they are, `(a{sv}a{sv}t)`: the user's, the administrator's defaults, and the
@@ -628,11 +687,11 @@ static void take_changed(SettingsBusBackend *self, const gchar *sender, GVariant
     gboolean administrator = g_strcmp0(origin, "administrator") == 0;
     gboolean reload = subscribed && (count == 0 || (administrator && serial > self->administrator_serial));
     if (reload && administrator) self->administrator_serial = serial;
-    gboolean take = !administrator && (subscribed ? TRUE : count > 0 && sender && g_strcmp0(sender, self->broker) == 0);
-    if (subscribed && g_strcmp0(sender, self->broker) != 0) {
-        g_free(self->broker);
-        self->broker = g_strdup(sender);
-    }
+    // Only the signals of the broker's name's owner count: the subscription's match rule is resolved by the bus
+    // daemon to the owner when it routes them, but another of the app's rules may route anyone's to the filter.
+    gboolean from_owner = sender && g_strcmp0(sender, self->owner) == 0;
+    if (!from_owner) reload = FALSE;
+    gboolean take = from_owner && !administrator && (subscribed || count > 0);
     const gchar *key = NULL;
     GVariant *value = NULL;
     if (take) {
@@ -685,13 +744,20 @@ static GDBusMessage *filter_changed(GDBusConnection *bus, GDBusMessage *message,
     if (!incoming) return message;
     GDBusMessageType type = g_dbus_message_get_message_type(message);
     if (type == G_DBUS_MESSAGE_TYPE_METHOD_RETURN || type == G_DBUS_MESSAGE_TYPE_ERROR) {
-        // The answer to a write: taken here (and dropped), since nothing in GDBus waits for it.
+        // The answer to one of the module's calls: taken here (and dropped), since nothing in GDBus waits for it.
         FilterTarget *target = data;
         g_mutex_lock(&target->lock);
         gboolean taken = target->backend && take_reply(target->backend, message);
         g_mutex_unlock(&target->lock);
         if (taken) g_object_unref(message);
         return taken ? NULL : message;
+    }
+    if (type == G_DBUS_MESSAGE_TYPE_SIGNAL && g_strcmp0(g_dbus_message_get_path(message), "/org/freedesktop/DBus") == 0) {
+        FilterTarget *target = data;
+        g_mutex_lock(&target->lock);
+        if (target->backend) take_owner_change(target->backend, message);
+        g_mutex_unlock(&target->lock);
+        return message;
     }
     if (type != G_DBUS_MESSAGE_TYPE_SIGNAL ||
         g_strcmp0(g_dbus_message_get_member(message), "Changed") != 0 ||
@@ -710,11 +776,15 @@ static GDBusMessage *filter_changed(GDBusConnection *bus, GDBusMessage *message,
 static void on_description_changed(GDBusConnection *bus, const gchar *sender, const gchar *object_path,
                                    const gchar *interface_name, const gchar *signal_name, GVariant *parameters,
                                    gpointer data) {
-    (void) bus, (void) sender, (void) object_path, (void) interface_name, (void) signal_name;
+    (void) bus, (void) object_path, (void) interface_name, (void) signal_name;
     SettingsBusBackend *self = data;
     if (!g_variant_is_of_type(parameters, G_VARIANT_TYPE("(sast)")) &&
         !g_variant_is_of_type(parameters, G_VARIANT_TYPE("(sasts)")))
         return;
+    g_mutex_lock(&self->lock);
+    gboolean from_owner = sender && g_strcmp0(sender, self->owner) == 0;
+    g_mutex_unlock(&self->lock);
+    if (!from_owner) return;
     GVariantIter *keys = NULL;
     const gchar *key = NULL;
     g_variant_get_child(parameters, 1, "as", &keys);
@@ -808,6 +878,7 @@ static GPermission *settings_bus_backend_get_permission(GSettingsBackend *backen
 
 static void pending_write_free(PendingWrite *write) {
     g_free(write->key);
+    g_free(write->to);
     if (write->value) g_variant_unref(write->value);
     if (write->arguments) g_variant_unref(write->arguments);
     g_hash_table_unref(write->written);
@@ -885,15 +956,90 @@ static void end_write(SettingsBusBackend *self, PendingWrite *write, GDBusMessag
 }
 
 // The broker's answer to a write, on GDBus's thread (the connection's filter); FALSE for any other message.
+// Whether an answer comes from the broker that a call was sent to: its owner then (`to`) or now, or the bus
+// daemon (which answers for a broker that is not there, or left without answering). Lock held.
+static gboolean from_broker_locked(SettingsBusBackend *self, const gchar *sender, const gchar *to) {
+    if (!sender) return FALSE;
+    return strcmp(sender, BUS_DAEMON) == 0 || g_strcmp0(sender, to) == 0 || g_strcmp0(sender, self->owner) == 0;
+}
+
+// Says, once for the process, that an answer to one of the module's calls came from another connection than the
+// broker's, and was dropped.
+static void drop_answer(const gchar *sender) {
+    static gint warned = 0;
+    if (!g_atomic_int_compare_and_exchange(&warned, 0, 1)) return;
+    g_warning("settingsbus: dropped an answer from %s, which does not own " SETTINGS_BUS_NAME
+              "; later ones are dropped without a word",
+              sender ? sender : "an unnamed peer");
+}
+
+// The owner of the broker's name, from GetNameOwner's answer or NameOwnerChanged (empty or NULL: none). Lock held.
+static void take_owner_locked(SettingsBusBackend *self, const gchar *owner) {
+    g_free(self->owner);
+    self->owner = owner && *owner ? g_strdup(owner) : NULL;
+}
+
+// An answer to one of the module's calls (a write, a call a thread waits for, GetNameOwner), on GDBus's thread
+// (the connection's filter): taken only from the broker, dropped from anyone else. FALSE for any other message.
 static gboolean take_reply(SettingsBusBackend *self, GDBusMessage *message) {
-    gpointer serial = GUINT_TO_POINTER(g_dbus_message_get_reply_serial(message));
+    guint32 reply_serial = g_dbus_message_get_reply_serial(message);
+    gpointer serial = GUINT_TO_POINTER(reply_serial);
+    const gchar *sender = g_dbus_message_get_sender(message);
     g_mutex_lock(&self->lock);
-    PendingWrite *write = g_hash_table_lookup(self->replies, serial);
-    if (write) g_hash_table_remove(self->replies, serial);
+    if (reply_serial != 0 && reply_serial == self->owner_serial) {
+        gboolean from_daemon = g_strcmp0(sender, BUS_DAEMON) == 0;
+        if (from_daemon) {
+            GVariant *body = g_dbus_message_get_body(message);
+            const gchar *owner = NULL;
+            if (g_dbus_message_get_message_type(message) == G_DBUS_MESSAGE_TYPE_METHOD_RETURN && body &&
+                g_variant_is_of_type(body, G_VARIANT_TYPE("(s)")))
+                g_variant_get(body, "(&s)", &owner);
+            take_owner_locked(self, owner);
+            self->owner_serial = 0;
+        }
+        g_mutex_unlock(&self->lock);
+        if (!from_daemon) drop_answer(sender);
+        return TRUE;
+    }
+    WaitedCall *call = g_hash_table_lookup(self->calls, serial);
+    PendingWrite *write = call ? NULL : g_hash_table_lookup(self->replies, serial);
+    if (!call && !write) {
+        g_mutex_unlock(&self->lock);
+        return FALSE;
+    }
+    if (!from_broker_locked(self, sender, call ? call->to : write->to)) {
+        g_mutex_unlock(&self->lock);
+        drop_answer(sender);
+        return TRUE;
+    }
+    if (call) {
+        g_hash_table_remove(self->calls, serial);
+        call->reply = g_object_ref(message);
+        call->done = TRUE;
+        g_cond_broadcast(&self->idle);
+    } else {
+        g_hash_table_remove(self->replies, serial);
+    }
     g_mutex_unlock(&self->lock);
-    if (!write) return FALSE;
-    end_write(self, write, message, NULL);
+    if (write) end_write(self, write, message, NULL);
     return TRUE;
+}
+
+// NameOwnerChanged for the broker's name, from the bus daemon, on GDBus's thread; FALSE for any other message.
+static gboolean take_owner_change(SettingsBusBackend *self, GDBusMessage *message) {
+    if (g_strcmp0(g_dbus_message_get_sender(message), BUS_DAEMON) != 0 ||
+        g_strcmp0(g_dbus_message_get_member(message), "NameOwnerChanged") != 0 ||
+        g_strcmp0(g_dbus_message_get_interface(message), BUS_DAEMON) != 0)
+        return FALSE;
+    GVariant *body = g_dbus_message_get_body(message);
+    if (!body || !g_variant_is_of_type(body, G_VARIANT_TYPE("(sss)"))) return FALSE;
+    const gchar *name = NULL, *old_owner = NULL, *new_owner = NULL;
+    g_variant_get(body, "(&s&s&s)", &name, &old_owner, &new_owner);
+    if (strcmp(name, SETTINGS_BUS_NAME) != 0) return FALSE;
+    g_mutex_lock(&self->lock);
+    take_owner_locked(self, new_owner);
+    g_mutex_unlock(&self->lock);
+    return FALSE;
 }
 
 // Every second while writes wait for an answer, on the signal thread: ends those past their time (the broker is
@@ -948,6 +1094,7 @@ static void send_write(SettingsBusBackend *self, PendingWrite *write) {
     guint32 serial = 0;
     // Sent with the lock held, so that the answer (on GDBus's thread) finds the write.
     g_mutex_lock(&self->lock);
+    write->to = g_strdup(self->owner);
     gboolean sent =
         g_dbus_connection_send_message(self->bus, message, G_DBUS_SEND_MESSAGE_FLAGS_NONE, &serial, &error);
     if (sent) {
@@ -1116,6 +1263,7 @@ static void settings_bus_backend_finalize(GObject *object) {
             g_dbus_connection_signal_unsubscribe(self->bus, ((DirectoryWatch *) watch)->subscription);
         if (self->description_subscription)
             g_dbus_connection_signal_unsubscribe(self->bus, self->description_subscription);
+        call_bus_daemon(self, "RemoveMatch", g_variant_new("(s)", OWNER_RULE), NULL);
         g_object_unref(self->bus);
     }
     g_main_context_invoke(self->context, quit_loop, self->loop);
@@ -1129,10 +1277,20 @@ static void settings_bus_backend_finalize(GObject *object) {
     g_hash_table_unref(self->directories);
     g_hash_table_unref(self->writability);
     g_hash_table_unref(self->replies);
-    g_free(self->broker);
+    g_hash_table_unref(self->calls);
+    g_free(self->owner);
     g_mutex_clear(&self->lock);
     g_cond_clear(&self->idle);
     G_OBJECT_CLASS(settings_bus_backend_parent_class)->finalize(object);
+}
+
+// Sends a call to the bus daemon without waiting; `serial` (NULL: no answer wanted) receives its message serial.
+static void call_bus_daemon(SettingsBusBackend *self, const gchar *method, GVariant *arguments, guint32 *serial) {
+    GDBusMessage *message = g_dbus_message_new_method_call(BUS_DAEMON, "/org/freedesktop/DBus", BUS_DAEMON, method);
+    g_dbus_message_set_body(message, arguments);
+    if (!serial) g_dbus_message_set_flags(message, G_DBUS_MESSAGE_FLAGS_NO_REPLY_EXPECTED);
+    g_dbus_connection_send_message(self->bus, message, G_DBUS_SEND_MESSAGE_FLAGS_NONE, serial, NULL);
+    g_object_unref(message);
 }
 
 static gboolean subscribe_descriptions(gpointer data) {
@@ -1156,6 +1314,7 @@ static void settings_bus_backend_init(SettingsBusBackend *self) {
     self->directories = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, directory_watch_free);
     self->writability = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     self->replies = g_hash_table_new(g_direct_hash, g_direct_equal);
+    self->calls = g_hash_table_new(g_direct_hash, g_direct_equal);
     self->context = g_main_context_new();
     self->loop = g_main_loop_new(self->context, FALSE);
     self->signal_thread = g_thread_new("settingsbus-signals", run_signal_thread, self);
@@ -1173,6 +1332,12 @@ static void settings_bus_backend_init(SettingsBusBackend *self) {
     target->references = 2; // the filter's and the backend's
     self->filter_target = target;
     self->filter = g_dbus_connection_add_filter(self->bus, filter_changed, target, filter_target_release);
+    // The owner of the broker's name, followed in the order of the bus before any call is sent: the rule for its
+    // changes first, then what it is now. Neither waits for an answer: the filter takes GetNameOwner's.
+    call_bus_daemon(self, "AddMatch", g_variant_new("(s)", OWNER_RULE), NULL);
+    g_mutex_lock(&self->lock);
+    call_bus_daemon(self, "GetNameOwner", g_variant_new("(s)", SETTINGS_BUS_NAME), &self->owner_serial);
+    g_mutex_unlock(&self->lock);
 }
 
 static void settings_bus_backend_class_init(SettingsBusBackendClass *class) {

@@ -108,4 +108,76 @@ struct GSettingsHostilePeerTests {
             #expect(await rogue.waitForExit() == 0)
         }
     }
+
+    /// A python3-dbus peer that reads every `Set` on the bus (an eavesdropping match rule, as a monitor reads them)
+    /// and answers the first one itself, with a serial far ahead of the broker's; it prints `answered` then.
+    static let eavesdropper = """
+        import sys
+        import dbus, dbus.lowlevel
+        from dbus.mainloop.glib import DBusGMainLoop
+        from gi.repository import GLib
+        DBusGMainLoop(set_as_default=True)
+        bus = dbus.SessionBus()
+        bus.add_match_string("eavesdrop=true,type='method_call',interface='io.github.settingsbus.Settings1',member='Set'")
+        answered = []
+        def seen(connection, message):
+            if not answered and isinstance(message, dbus.lowlevel.MethodCallMessage) and message.get_member() == 'Set':
+                reply = dbus.lowlevel.MethodReturnMessage(message)
+                reply.append(dbus.UInt64(1 << 62), signature='t')
+                connection.send_message(reply)
+                connection.flush()
+                answered.append(message.get_serial())
+                print('answered', message.get_sender(), message.get_serial(), flush=True)
+        bus.add_message_filter(seen)
+        print('ready', flush=True)
+        GLib.MainLoop().run()
+        """
+
+    /// Reads `count`, says `ready`, and at a line on its standard input sets it to 5; then waits until it reads 9
+    /// (or 20 s pass) and prints what it reads.
+    static let writeThenFollow = """
+        import sys, gi
+        gi.require_version('Gio', '2.0')
+        from gi.repository import Gio, GLib
+        s = Gio.Settings.new('org.example.Editor')
+        print('ready', s.get_int('count'), flush=True)
+        sys.stdin.readline()
+        s.set_int('count', 5)
+        loop = GLib.MainLoop()
+        s.connect('changed::count', lambda *_: s.get_int('count') == 9 and loop.quit())
+        GLib.timeout_add_seconds(20, loop.quit)
+        loop.run()
+        print('count', s.get_int('count'), flush=True)
+        """
+
+    /// An answer to the app's write from a peer that read the call on the bus, sent before the broker's, is
+    /// dropped: the app takes the broker's, and then follows another process's change of the key.
+    @Test func anAnswerToAWriteFromAnotherPeerThanTheBrokerIsDropped() async throws {
+        let setup = try await Setup.compiled()
+        defer { setup.remove() }
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus)
+            let connection = try await bus.connect()
+            let rogue = try RunningProcess.start(
+                "/usr/bin/python3", ["-c", Self.eavesdropper], environment: bus.environment)
+            #expect(try await rogue.nextLine() == "ready")
+            let app = try RunningProcess.start(
+                "/usr/bin/python3", ["-c", Self.writeThenFollow], environment: setup.environment(bus))
+            #expect(try await app.nextLine() == "ready 1")
+            // The broker is stopped while the app writes, so that the peer's answer comes first.
+            #expect(kill(broker.pid, SIGSTOP) == 0)
+            app.write("go\n")
+            let answered = try await rogue.nextLine()
+            #expect(answered?.hasPrefix("answered ") == true, "\(answered ?? "nothing")")
+            #expect(kill(broker.pid, SIGCONT) == 0)
+            try await GSettingsBackendTests.set("/org/example/editor/count", .int32(9), connection)
+            #expect(try await app.nextLine() == "count 9")
+            #expect(await app.waitForExit() == 0)
+            let log = await app.standardError()
+            #expect(log.contains("settingsbus: dropped an answer from :"), "\(log)")
+            _ = await rogue.terminate()
+            await connection.close()
+            #expect(await broker.stop() == 0)
+        }
+    }
 }
