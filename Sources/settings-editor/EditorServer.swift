@@ -48,10 +48,16 @@ struct AccessMiddleware: RouterMiddleware {
                 return Self.refusal(
                     .forbidden, "403 Forbidden: this link was used already or is not the editor's; start it again")
             }
+            // The page is reached by a refresh from this answer, not a redirect: the browser may have come from
+            // the file the editor handed it (file://, another site), and a redirect keeps that origin, so the
+            // SameSite=Strict cookie would not be sent with it; a refresh is the editor's own page navigating.
             var headers = HTTPFields()
-            headers[.location] = "/"
+            headers[.contentType] = "text/html; charset=utf-8"
             headers[.setCookie] = "\(access.cookieName)=\(session); Path=/; HttpOnly; SameSite=Strict"
-            return Response(status: .seeOther, headers: headers)
+            headers[HTTPField.Name("Refresh")!] = "0;url=/"
+            return Response(
+                status: .ok, headers: headers,
+                body: ResponseBody(byteBuffer: ByteBuffer(string: Self.loggedIn)))
         }
         guard access.isSession(request.cookies[access.cookieName]?.value) else {
             return Self.refusal(
@@ -66,6 +72,15 @@ struct AccessMiddleware: RouterMiddleware {
         }
         return try await next(request, context)
     }
+
+    /// The answer to the token's exchange: it goes on to the page at once.
+    static let loggedIn = """
+        <!DOCTYPE html>
+        <html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="0;url=/">
+        <title>Settings editor</title></head>
+        <body><p>Logged in: <a href="/">open the settings editor</a>.</p></body></html>
+
+        """
 
     /// The header each write carries the CSRF token in.
     static let csrfHeader = HTTPField.Name("X-CSRF-Token")!

@@ -18,9 +18,11 @@ struct SettingsEditor: AsyncParsableCommand {
         abstract: "Serve the settings editor to your browser, on 127.0.0.1 at a random port.",
         discussion: """
             The page's address carries a one-time token: the browser that opens it first gets a cookie for the \
-            session, and nobody else gets in. With --no-browser the address is the first line of standard \
-            output; otherwise xdg-open opens it. It serves until SIGINT or SIGTERM. Every change goes to the \
-            broker with your own rights; the broker judges it (types, ranges, locks, secrets).
+            session, and nobody else gets in. xdg-open is handed not the address but a page in a file only you \
+            can read (in $XDG_RUNTIME_DIR/settings-editor/, removed when the editor ends) that forwards to it, \
+            so that the token is in no process's arguments. With --no-browser the address is the first line of \
+            standard output instead. It serves until SIGINT or SIGTERM. Every change goes to the broker with \
+            your own rights; the broker judges it (types, ranges, locks, secrets).
             """,
         version: SettingsBusNames.packageVersion)
 
@@ -93,8 +95,17 @@ struct SettingsEditor: AsyncParsableCommand {
                 let url = "http://127.0.0.1:\(port)/login?token=\(token)"
                 if openBrowser {
                     Self.say("settings-editor: serving the editor at http://127.0.0.1:\(port)/ until interrupted")
-                    if !Self.open(url) {
-                        Self.say("settings-editor: no xdg-open to open a browser; open this address in yours:\n\(url)")
+                    // The browser is handed a file of the user's that forwards to the address, never the address:
+                    // a process's arguments are readable by every user of the machine.
+                    let page: String
+                    do {
+                        page = try OpenPage.write(forwardingTo: url)
+                    } catch {
+                        Self.say("settings-editor: \(error); open this address in your browser:\n\(url)")
+                        return
+                    }
+                    if !Self.open(page) {
+                        Self.say("settings-editor: no xdg-open to open a browser; open this page in yours:\n\(page)")
                     }
                 } else {
                     Self.say(url)
@@ -103,6 +114,7 @@ struct SettingsEditor: AsyncParsableCommand {
             logger: logger)
         do {
             try await app.runService(gracefulShutdownSignals: [])
+            OpenPage.remove()
             withExtendedLifetime(signalSources) {}
         } catch {
             follower.cancel()
@@ -116,6 +128,7 @@ struct SettingsEditor: AsyncParsableCommand {
     }
 
     static func fail(_ message: String, _ status: Int32) -> Never {
+        OpenPage.remove()
         FileHandle.standardError.write(Data((message + "\n").utf8))
         Foundation.exit(status)
     }
@@ -128,33 +141,38 @@ struct SettingsEditor: AsyncParsableCommand {
     }
 
     /// Opens `url` with `xdg-open`, which hands it to the user's browser and returns; waits for it on a thread
-    /// of its own, so that no child is left behind.
+    /// of its own, so that no child is left behind. xdg-open (and a browser it starts) gets every signal at its
+    /// default action and unblocked, not the editor's own handling of SIGINT and SIGTERM, and none of the
+    /// editor's descriptors but standard output and error.
     static func open(_ url: String) -> Bool {
         let path = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
             .map { "\($0)/xdg-open" }.first { FileManager.default.isExecutableFile(atPath: $0) }
         guard let path else { return false }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = [url]
-        process.standardInput = FileHandle.nullDevice
+        let pid: Int32
         do {
-            try process.run()
+            pid = try ProcessSpawn.spawn(path, [url], descriptors: [1: 1, 2: 2])
         } catch {
             return false
         }
-        DispatchQueue.global().async { process.waitUntilExit() }
+        DispatchQueue.global().async {
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        }
         return true
     }
 
     /// SIGINT and SIGTERM end the editor at once: it holds nothing to write, and the broker has every change
-    /// it was sent. The streams of open pages end with the process.
+    /// it was sent; the page that opened the browser is removed. The streams of open pages end with the process.
     ///
     /// - Returns: the signal sources, to be kept for the life of the process.
     static func endOnSignals() -> [any DispatchSourceSignal] {
         [SIGINT, SIGTERM].map { number in
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { Foundation.exit(0) }
+            source.setEventHandler {
+                OpenPage.remove()
+                Foundation.exit(0)
+            }
             source.resume()
             return source
         }

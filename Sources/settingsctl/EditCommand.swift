@@ -13,8 +13,10 @@ struct EditCommand: AsyncParsableCommand {
         discussion: """
             settingsctl becomes settings-editor, installed beside it, which serves the editor on 127.0.0.1 at a \
             random port and opens it with xdg-open; it serves until SIGINT (Ctrl-C) or SIGTERM. The address \
-            carries a one-time token: only the browser that opens it first gets in. With --no-browser the \
-            address is the first line of standard output instead. The editor writes with your own rights, and \
+            carries a one-time token: only the browser that opens it first gets in. xdg-open is handed a page \
+            in a file only you can read ($XDG_RUNTIME_DIR/settings-editor/, removed when the editor ends) \
+            that forwards to the address, so that the token is in no process's arguments. With --no-browser \
+            the address is the first line of standard output instead. The editor writes with your own rights, and \
             the broker judges every write. See docs/editor.md.
             """)
 

@@ -167,6 +167,99 @@ struct EditorTests {
         }
     }
 
+    /// `settingsctl edit` with a stand-in for xdg-open (`Tests/Browser/editor_open.py`, first in PATH) that opens
+    /// what it is given in headless Chromium: it is given a `file://` page in a folder of the user's, not the
+    /// token; no process's arguments or environment hold the token while the browser is logged in; the page is
+    /// the user's alone (0600 in a 0700 folder, unreadable to `nobody`) and is gone once the editor has ended.
+    @Test func theBrowserIsHandedAFileAndNoProcessShowsTheToken() async throws {
+        try await Self.withEditorStore { bus in
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("editor-open-\(UUID().uuidString)")
+            let runtime = folder.appendingPathComponent("runtime")
+            let bin = folder.appendingPathComponent("bin")
+            try FileManager.default.createDirectory(
+                at: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: folder) }
+            let script = Ctl.repository.appendingPathComponent("Tests/Browser/editor_open.py").path
+            let standIn = bin.appendingPathComponent("xdg-open")
+            try "#!/bin/sh\nexec /usr/bin/python3 \(script) \"$@\"\n".write(to: standIn, atomically: true, encoding: .utf8)
+            try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: standIn.path)
+            let path = bin.path + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")
+            let environment = bus.environment.merging(["XDG_RUNTIME_DIR": runtime.path, "PATH": path]) { $1 }
+            let editor = try RunningProcess.start(
+                try Ctl.path(), ["edit", "--bus", bus.address, "/test/editor/"], environment: environment)
+            var browser: Int32?
+            var pagePath: String?
+            do {
+                let opened = try await editor.line(where: { $0.hasPrefix("opened: ") }).line
+                let words = opened.split(separator: " ").map(String.init)
+                browser = Int32(words[1])
+                #expect(words.count == 3, "xdg-open is given one argument: \(opened)")
+                let url = words.count > 2 ? words[2] : ""
+                #expect(url.hasPrefix("file:///"), "xdg-open is given a file, not the editor's address: \(url)")
+                let loggedIn = try await editor.line(
+                    where: { $0.hasPrefix("logged in: ") || $0.hasPrefix("failed: ") }, timeLimit: .seconds(60)
+                ).line
+                #expect(loggedIn.hasPrefix("logged in: "), "the page opened from the file logs in: \(loggedIn)")
+                #expect(loggedIn.hasSuffix("/"), "and shows the editor: \(loggedIn)")
+
+                // The page: the user's alone, in a folder of the user's alone.
+                let file = url.hasPrefix("file://") ? String(url.dropFirst("file://".count)) : ""
+                pagePath = file
+                var info = stat()
+                #expect(lstat(file, &info) == 0, "the page \(file) exists")
+                #expect(info.st_mode & S_IFMT == S_IFREG && info.st_mode & 0o777 == 0o600, "the page is 0600")
+                #expect(info.st_uid == geteuid(), "the page is the user's")
+                let parent = (file as NSString).deletingLastPathComponent
+                #expect(parent.hasPrefix(runtime.path + "/"), "the page is under XDG_RUNTIME_DIR: \(parent)")
+                var folderInfo = stat()
+                #expect(lstat(parent, &folderInfo) == 0)
+                #expect(
+                    folderInfo.st_mode & S_IFMT == S_IFDIR && folderInfo.st_mode & 0o777 == 0o700
+                        && folderInfo.st_uid == geteuid(), "the page's folder is the user's, 0700")
+                let text = (try? String(contentsOfFile: file, encoding: .utf8)) ?? url
+                let token = text.components(separatedBy: "token=").dropFirst().first.map { String($0.prefix(64)) } ?? ""
+                #expect(token.count == 64 && token.allSatisfy(\.isHexDigit), "the page holds the token: \(text)")
+
+                // No process's arguments or environment hold the token (root reads every process's).
+                if token.count == 64 {
+                    let needle = Data(token.utf8)
+                    var showing: [String] = []
+                    for pid in ProcessTimes.runningPids() {
+                        for part in ["cmdline", "environ"] {
+                            guard let bytes = FileManager.default.contents(atPath: "/proc/\(pid)/\(part)") else { continue }
+                            if bytes.range(of: needle) != nil {
+                                let command = (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8)) ?? "?"
+                                showing.append("/proc/\(pid)/\(part) (\(command.trimmingCharacters(in: .whitespacesAndNewlines)))")
+                            }
+                        }
+                    }
+                    #expect(showing.isEmpty, "the token is readable in \(showing.joined(separator: ", "))")
+                }
+
+                // Another user reads neither the page nor the folder.
+                if geteuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/sbin/runuser") {
+                    let other = try await TestProcess.run("/usr/sbin/runuser", ["-u", "nobody", "--", "/bin/cat", file])
+                    #expect(other.status != 0 && !other.stdout.contains(token), "nobody reads the page: \(other.stdout)")
+                    let listing = try await TestProcess.run("/usr/sbin/runuser", ["-u", "nobody", "--", "/bin/ls", parent])
+                    #expect(listing.status != 0, "nobody lists the page's folder: \(listing.stdout)")
+                }
+            } catch {
+                if let browser { kill(browser, SIGTERM) }
+                _ = await editor.terminate()
+                throw error
+            }
+            if let browser {
+                kill(browser, SIGTERM)
+                try await editor.line(where: { $0 == "closed" }, timeLimit: .seconds(30))
+            }
+            #expect(await editor.terminate() == 0)
+            if let pagePath, !pagePath.isEmpty {
+                #expect(!FileManager.default.fileExists(atPath: pagePath), "the page is removed when the editor ends")
+            }
+        }
+    }
+
     /// The raw bytes of `/api/events` while another process changes the secret key and then an ordinary one:
     /// the secret's change is told, its value is not (only Reveal gives it).
     @Test func aSecretKeysChangeIsToldWithoutItsValue() async throws {
