@@ -69,13 +69,12 @@ typedef struct {
     GMainLoop *loop;
     GThread *signal_thread;
     guint description_subscription;
-    gboolean warned_unreachable;
+    gint warned_unreachable; // whether a read's failure was logged (atomic)
     GHashTable *calls; // GUINT_TO_POINTER(a call's message serial) -> WaitedCall, while a thread waits for it
     // The unique name that owns the broker's name, followed by the connection's filter in the order of the bus
     // (GetNameOwner at start, then NameOwnerChanged); NULL: none. Only its answers and signals count.
     gchar *owner;
     guint32 owner_serial; // the message serial of GetNameOwner, until it is answered
-    guint64 administrator_serial; // the serial of the last administrator's Changed read again for
     guint filter; // the connection's filter that takes Changed signals on GDBus's own thread
     struct FilterTarget *filter_target;
 } SettingsBusBackend;
@@ -102,8 +101,13 @@ enum { WRITABLE = 1, LOCKED = 2 };
 
 typedef struct {
     guint subscription;
+    guint users; // the GSettings objects subscribed to it; when the last goes, the watch and its copy go
     guint64 serial; // the serial of the read; Changed signals up to it are in the copy already
     gchar **locks; // the administrator's locks over the directory's keys (Locks), NULL when not known
+    gboolean loaded; // read since it was watched (FALSE while its first read is out, or after it failed)
+    guint32 reading; // the message serial of its read awaiting an answer (0: none)
+    guint32 reading_locks; // the message serial of its Locks awaiting an answer (0: none)
+    gboolean announce; // its read's changes are announced (`changed`): no thread waits for it
 } DirectoryWatch;
 
 static void directory_watch_free(gpointer data) {
@@ -127,12 +131,28 @@ typedef struct {
     gchar *to; // the broker's unique name when the write was sent (NULL: none known)
 } PendingWrite;
 
-// A call a thread waits for (call_broker): its answer, once the connection's filter took it from the broker.
+// A call of the module's awaiting its answer (the table `calls`, by message serial): one a thread waits for
+// (call_broker), or a directory's read or lock list, whose answer the connection's filter takes.
 typedef struct {
+    enum { CALL_WAITED, CALL_READ, CALL_LOCKS } kind;
     gchar *to; // the broker's unique name when the call was sent (NULL: none known)
-    GDBusMessage *reply;
-    gboolean done;
-} WaitedCall;
+    GDBusMessage *reply; // CALL_WAITED: the answer, once the filter took it
+    gboolean done; // CALL_WAITED
+    gchar *directory; // CALL_READ, CALL_LOCKS: the directory read
+    guint method; // CALL_READ: the method asked, in read_methods
+    gboolean again; // CALL_READ: a read again of a path, for the watched directories at or below it
+} BrokerCall;
+
+// A directory's read: a broker older than version 5 answers UnknownMethod to ReadTreeLayers; then its
+// ReadTreeWithoutSchemaDefaults (version 4), else its ReadTree, gives the values it serves, taken as the user's.
+static const gchar *const read_methods[] = {"ReadTreeLayers", "ReadTreeWithoutSchemaDefaults", "ReadTree"};
+
+static void broker_call_free(BrokerCall *call) {
+    g_free(call->to);
+    g_free(call->directory);
+    if (call->reply) g_object_unref(call->reply);
+    g_free(call);
+}
 
 #define BUS_DAEMON "org.freedesktop.DBus"
 #define OWNER_RULE                                                                                               \
@@ -271,33 +291,44 @@ static void confirm_locked(SettingsBusBackend *self, const gchar *key, GVariant 
         g_ptr_array_add(changed, g_strdup(key));
 }
 
-// Calls a method of the broker and waits for its reply, of type `reply_type` (NULL, with `error` set, when it
-// fails or times out). `arguments` is consumed when floating.
-// The call is sent with g_dbus_connection_send_message and its answer taken by the connection's filter, which
-// counts it only from the broker (take_reply): GDBus's own calls match an answer by its serial alone, and a peer
-// that reads the app's calls on the bus could answer first.
-static GVariant *call_broker(SettingsBusBackend *self, const gchar *method, GVariant *arguments,
-                             const gchar *reply_type, GError **error) {
+// Sends a call to the broker, recorded in `calls` with the owner of its name now: the connection's filter takes
+// its answer, counted only from the broker (take_reply). GDBus's own calls match an answer by its serial alone, and
+// a peer that reads the app's calls on the bus could answer first. Returns the message serial (0: not sent; then
+// `call` is not recorded). `arguments` is consumed when floating. Lock held, so that the answer finds the call.
+static guint32 send_call_locked(SettingsBusBackend *self, const gchar *method, GVariant *arguments, BrokerCall *call) {
     GDBusMessage *message =
         g_dbus_message_new_method_call(SETTINGS_BUS_NAME, SETTINGS_OBJECT_PATH, SETTINGS_INTERFACE, method);
     g_dbus_message_set_body(message, arguments);
-    WaitedCall call = {NULL, NULL, FALSE};
     guint32 serial = 0;
+    g_free(call->to);
+    call->to = g_strdup(self->owner);
+    if (g_dbus_connection_send_message(self->bus, message, G_DBUS_SEND_MESSAGE_FLAGS_NONE, &serial, NULL))
+        g_hash_table_insert(self->calls, GUINT_TO_POINTER(serial), call);
+    else
+        serial = 0;
+    g_object_unref(message);
+    return serial;
+}
+
+// Calls a method of the broker and waits for its reply, of type `reply_type` (NULL, with `error` set, when it
+// fails or times out). `arguments` is consumed when floating.
+static GVariant *call_broker(SettingsBusBackend *self, const gchar *method, GVariant *arguments,
+                             const gchar *reply_type, GError **error) {
+    BrokerCall call = {CALL_WAITED, NULL, NULL, FALSE, NULL, 0, FALSE};
     gint64 deadline = g_get_monotonic_time() + (gint64) CALL_TIMEOUT_MS * 1000;
-    // Sent with the lock held, so that the answer (on GDBus's thread) finds the call.
     g_mutex_lock(&self->lock);
-    call.to = g_strdup(self->owner);
-    gboolean sent = g_dbus_connection_send_message(self->bus, message, G_DBUS_SEND_MESSAGE_FLAGS_NONE, &serial, error);
-    if (sent) {
-        g_hash_table_insert(self->calls, GUINT_TO_POINTER(serial), &call);
+    guint32 serial = send_call_locked(self, method, arguments, &call);
+    if (serial) {
         while (!call.done)
             if (!g_cond_wait_until(&self->idle, &self->lock, deadline)) break;
         if (!call.done) g_hash_table_remove(self->calls, GUINT_TO_POINTER(serial));
     }
     g_mutex_unlock(&self->lock);
-    g_object_unref(message);
     g_free(call.to);
-    if (!sent) return NULL;
+    if (!serial) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_CLOSED, "cannot send %s: the connection is closed", method);
+        return NULL;
+    }
     if (!call.done) {
         g_set_error(error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT, "no answer to %s within %d s", method,
                     CALL_TIMEOUT_MS / 1000);
@@ -308,8 +339,6 @@ static GVariant *call_broker(SettingsBusBackend *self, const gchar *method, GVar
         body = g_dbus_message_get_body(call.reply);
         if (body && g_variant_is_of_type(body, G_VARIANT_TYPE(reply_type)))
             g_variant_ref(body);
-        else if (!body && strcmp(reply_type, "()") == 0)
-            body = g_variant_ref_sink(g_variant_new("()"));
         else {
             body = NULL;
             g_set_error(error, G_DBUS_ERROR, G_DBUS_ERROR_INVALID_ARGS, "the broker's answer to %s is not of type %s",
@@ -320,35 +349,28 @@ static GVariant *call_broker(SettingsBusBackend *self, const gchar *method, GVar
     return body;
 }
 
-// Reads a directory's values by whose they are, `(a{sv}a{sv}t)`: the user's, the administrator's defaults, and the
-// serial (NULL, with `error` set, when it fails). A key in neither reads its schema's default: GSettings gives its
-// own. A broker older than version 5 answers UnknownMethod: then its ReadTreeWithoutSchemaDefaults (version 4),
-// else its ReadTree, gives the values it serves, taken as the user's.
-static GVariant *read_directory(SettingsBusBackend *self, const gchar *directory, GError **error) {
-    static const gchar *const methods[] = {"ReadTreeLayers", "ReadTreeWithoutSchemaDefaults", "ReadTree"};
-    for (gsize index = 0; index < G_N_ELEMENTS(methods); index++) {
-        GError *failure = NULL;
-        GVariant *reply = call_broker(self, methods[index], g_variant_new("(s)", directory),
-                                      index == 0 ? "(a{sv}a{sv}t)" : "(a{sv}t)", &failure);
-        if (reply && index == 0) return reply;
-        if (reply) {
-            GVariant *values = g_variant_get_child_value(reply, 0);
-            guint64 serial = 0;
-            g_variant_get_child(reply, 1, "t", &serial);
-            GVariant *layers =
-                g_variant_ref_sink(g_variant_new("(@a{sv}@a{sv}t)", values, g_variant_new("a{sv}", NULL), serial));
-            g_variant_unref(values);
-            g_variant_unref(reply);
-            return layers;
-        }
-        if (!g_error_matches(failure, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_METHOD) ||
-            index + 1 == G_N_ELEMENTS(methods)) {
-            g_propagate_error(error, failure);
-            return NULL;
-        }
-        g_error_free(failure);
-    }
-    return NULL;
+// Sends a read of a directory (`method`, in read_methods), answered to the connection's filter (take_read_locked).
+// Returns its message serial (0: not sent). Lock held.
+static guint32 send_read_locked(SettingsBusBackend *self, const gchar *directory, guint method, gboolean again) {
+    BrokerCall *call = g_new0(BrokerCall, 1);
+    call->kind = CALL_READ;
+    call->directory = g_strdup(directory);
+    call->method = method;
+    call->again = again;
+    guint32 serial = send_call_locked(self, read_methods[method], g_variant_new("(s)", directory), call);
+    if (!serial) broker_call_free(call);
+    return serial;
+}
+
+// Sends a watched directory's read and the administrator's locks over its keys (Locks), one after the other: the
+// watch is loaded once both are answered. Lock held.
+static void read_watch_locked(SettingsBusBackend *self, const gchar *directory, DirectoryWatch *watch) {
+    watch->reading = send_read_locked(self, directory, 0, FALSE);
+    BrokerCall *locks = g_new0(BrokerCall, 1);
+    locks->kind = CALL_LOCKS;
+    locks->directory = g_strdup(directory);
+    watch->reading_locks = send_call_locked(self, "Locks", g_variant_new("(s)", directory), locks);
+    if (!watch->reading_locks) broker_call_free(locks);
 }
 
 // Takes the administrator's defaults of a directory's read (`defaults`, a{sv}): each key below `directory` that
@@ -444,65 +466,52 @@ static gpointer run_signal_thread(gpointer data) {
 
 // MARK: - Reading
 
-// Watches and reads a directory, once; the copy then follows it. Not called with the lock held.
-static void load_directory(SettingsBusBackend *self, const gchar *directory) {
+// Says, once for the process, why a directory could not be read (the broker is not there, or refused).
+static void warn_unread(SettingsBusBackend *self, const gchar *directory, const GError *error) {
+    if (!g_atomic_int_compare_and_exchange(&self->warned_unreachable, 0, 1)) return;
+    g_warning("settingsbus: cannot read %s from the settings broker: %s", directory, error->message);
+}
+
+// Watches a directory (once; `subscribing`: for one more GSettings object) and reads it if it is not read yet:
+// when its first read failed, it is read again. Waits for the read, up to CALL_TIMEOUT_MS; a read answered later
+// is taken then, and what it changes is announced. Not called with the lock held.
+static void load_directory(SettingsBusBackend *self, const gchar *directory, gboolean subscribing) {
     if (!self->bus) return;
     g_mutex_lock(&self->lock);
-    gboolean known = g_hash_table_contains(self->directories, directory);
-    g_mutex_unlock(&self->lock);
-    if (known) return;
-    // Watched before it is read, so that no change falls between the two.
-    guint subscription = subscribe(self, directory);
-    GError *error = NULL;
-    GVariant *reply = read_directory(self, directory, &error);
-    // The administrator's locks over its keys, so that a write of a locked key is refused at once (a broker
-    // older than Locks answers UnknownMethod: the writes are then judged by the broker alone).
-    GVariant *locks = reply ? call_broker(self, "Locks", g_variant_new("(s)", directory), "(as)", NULL) : NULL;
-    g_mutex_lock(&self->lock);
-    if (g_hash_table_contains(self->directories, directory)) {
-        // Another thread read it meanwhile.
+    DirectoryWatch *watch = g_hash_table_lookup(self->directories, directory);
+    if (!watch) {
         g_mutex_unlock(&self->lock);
-        g_dbus_connection_signal_unsubscribe(self->bus, subscription);
-        if (reply) g_variant_unref(reply);
-        if (locks) g_variant_unref(locks);
-        g_clear_error(&error);
-        return;
-    }
-    DirectoryWatch *watch = g_new0(DirectoryWatch, 1);
-    watch->subscription = subscription;
-    if (locks) {
-        g_variant_get(locks, "(^as)", &watch->locks);
-        g_variant_unref(locks);
-    }
-    if (reply) {
-        GVariantIter *values = NULL;
-        GVariant *defaults = NULL;
-        const gchar *key = NULL;
-        GVariant *value = NULL;
-        g_variant_get(reply, "(a{sv}@a{sv}t)", &values, &defaults, &watch->serial);
-        while (g_variant_iter_loop(values, "{&sv}", &key, &value)) {
-            if (!valid_key(key) || !g_str_has_prefix(key, directory))
-                drop_entry("a value of", key);
-            else if (key_of_directory(key, directory))
-                confirm_locked(self, key, value, watch->serial, TRUE, NULL);
+        // Watched before it is read, so that no change falls between the two.
+        guint subscription = subscribe(self, directory);
+        g_mutex_lock(&self->lock);
+        watch = g_hash_table_lookup(self->directories, directory);
+        if (watch) {
+            // Another thread watched it meanwhile.
+            g_dbus_connection_signal_unsubscribe(self->bus, subscription);
+        } else {
+            watch = g_new0(DirectoryWatch, 1);
+            watch->subscription = subscription;
+            g_hash_table_insert(self->directories, g_strdup(directory), watch);
         }
-        take_administrator_locked(self, directory, defaults, FALSE, NULL);
-        g_variant_iter_free(values);
-        g_variant_unref(defaults);
-        g_variant_unref(reply);
     }
-    g_hash_table_insert(self->directories, g_strdup(directory), watch);
-    gboolean warn = error && !self->warned_unreachable;
-    if (warn) self->warned_unreachable = TRUE;
+    if (subscribing) watch->users++;
+    if (!watch->loaded && !watch->reading) read_watch_locked(self, directory, watch);
+    gint64 deadline = g_get_monotonic_time() + (gint64) CALL_TIMEOUT_MS * 1000;
+    while (watch && (!watch->loaded || watch->reading_locks) && (watch->reading || watch->reading_locks)) {
+        if (!g_cond_wait_until(&self->idle, &self->lock, deadline)) {
+            // Its read is taken when it comes, and announced.
+            watch->announce = TRUE;
+            break;
+        }
+        watch = g_hash_table_lookup(self->directories, directory);
+    }
     g_mutex_unlock(&self->lock);
-    if (warn) g_warning("settingsbus: cannot read %s from the settings broker: %s", directory, error->message);
-    g_clear_error(&error);
 }
 
 // Watches and reads the directory of a key (load_directory).
 static void load_directory_of(SettingsBusBackend *self, const gchar *key) {
     gchar *directory = directory_of(key);
-    load_directory(self, directory);
+    load_directory(self, directory, FALSE);
     g_free(directory);
 }
 
@@ -533,7 +542,8 @@ static GVariant *read_layer(SettingsBusBackend *self, const gchar *key, const GV
         if (length > 0 && length < sizeof buffer) {
             memcpy(buffer, key, length);
             buffer[length] = '\0';
-            read_already = g_hash_table_contains(self->directories, buffer);
+            DirectoryWatch *watch = g_hash_table_lookup(self->directories, buffer);
+            read_already = watch && watch->loaded;
         }
     }
     g_mutex_unlock(&self->lock);
@@ -579,32 +589,50 @@ static GVariant *settings_bus_backend_read_user_value(GSettingsBackend *backend,
 static void settings_bus_backend_subscribe(GSettingsBackend *backend, const gchar *name) {
     SettingsBusBackend *self = SETTINGS_BUS_BACKEND(backend);
     gchar *directory = g_str_has_suffix(name, "/") ? g_strdup(name) : directory_of(name);
-    load_directory(self, directory);
+    load_directory(self, directory, TRUE);
     g_free(directory);
 }
 
-static void settings_bus_backend_unsubscribe(GSettingsBackend *backend, const gchar *name) {
-    // The copy of a directory is kept while the process lives: another GSettings object may read it again.
-    (void) backend;
-    (void) name;
+// Removes what the copy holds of a directory's own keys, but those with a write in flight (finish_write removes
+// them after it). Lock held.
+static void forget_directory_locked(SettingsBusBackend *self, const gchar *directory) {
+    GHashTable *tables[] = {self->values, self->confirmed, self->administrator, self->writability};
+    for (gsize index = 0; index < G_N_ELEMENTS(tables); index++) {
+        GHashTableIter iter;
+        gpointer key;
+        g_hash_table_iter_init(&iter, tables[index]);
+        while (g_hash_table_iter_next(&iter, &key, NULL))
+            if (key_of_directory(key, directory) && in_flight_locked(self, key) == 0) g_hash_table_iter_remove(&iter);
+    }
 }
 
-// Reads a directory again (a Changed that carried no values: secret keys, or a commit too large to list; or one of
-// the administrator's) and announces what differs.
-static void reload_directory(SettingsBusBackend *self, const gchar *path) {
-    GError *error = NULL;
-    gchar *directory = g_str_has_suffix(path, "/") ? g_strdup(path) : directory_of(path);
-    GVariant *reply = read_directory(self, directory, &error);
-    if (!reply) {
-        g_warning("settingsbus: cannot read %s again: %s", directory, error->message);
-        g_error_free(error);
-        g_free(directory);
-        return;
+// When the last GSettings object of a directory goes, so do its watch (the match rule on the bus) and its copy:
+// a GSettings object made for it again reads it again.
+static void settings_bus_backend_unsubscribe(GSettingsBackend *backend, const gchar *name) {
+    SettingsBusBackend *self = SETTINGS_BUS_BACKEND(backend);
+    gchar *directory = g_str_has_suffix(name, "/") ? g_strdup(name) : directory_of(name);
+    g_mutex_lock(&self->lock);
+    DirectoryWatch *watch = g_hash_table_lookup(self->directories, directory);
+    if (watch && watch->users > 0 && --watch->users == 0) {
+        g_dbus_connection_signal_unsubscribe(self->bus, watch->subscription);
+        g_hash_table_remove(self->directories, directory);
+        forget_directory_locked(self, directory);
     }
+    g_mutex_unlock(&self->lock);
+    g_free(directory);
+}
+
+// Takes a read of `directory`, `(a{sv}a{sv}t)`: the values of its own keys (`own`: a watched directory's read), or
+// of the keys of every watched directory at or below it (a read again: a Changed that carried no values, secret
+// keys or a commit too large to list; or one of the administrator's). A key the read does not list has no value
+// of the user's. Each key whose copy changed is added to `changed` (NULL: not collected). Returns the read's
+// serial. Lock held.
+static guint64 take_tree_locked(SettingsBusBackend *self, const gchar *directory, GVariant *layers, gboolean own,
+                                GPtrArray *changed) {
     GVariantIter *values = NULL;
     GVariant *defaults = NULL;
     guint64 serial = 0;
-    g_variant_get(reply, "(a{sv}@a{sv}t)", &values, &defaults, &serial);
+    g_variant_get(layers, "(a{sv}@a{sv}t)", &values, &defaults, &serial);
     GHashTable *fresh = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify) g_variant_unref);
     const gchar *key = NULL;
     GVariant *value = NULL;
@@ -615,9 +643,6 @@ static void reload_directory(SettingsBusBackend *self, const gchar *path) {
             drop_entry("a value of", key);
     }
     g_variant_iter_free(values);
-    g_variant_unref(reply);
-    GPtrArray *changed = g_ptr_array_new_with_free_func(g_free);
-    g_mutex_lock(&self->lock);
     GHashTableIter iter;
     gpointer held_key, held_value;
     // Keys below the directory that went.
@@ -628,23 +653,97 @@ static void reload_directory(SettingsBusBackend *self, const gchar *path) {
             g_ptr_array_add(gone, g_strdup(held_key));
     for (guint index = 0; index < gone->len; index++)
         confirm_locked(self, gone->pdata[index], NULL, serial, TRUE, changed);
-    // Only keys of directories read: the copy holds no other (a read of one finds its directory unread).
+    g_ptr_array_unref(gone);
+    // Only keys of directories watched: the copy holds no other (a read of one finds its directory unread).
     g_hash_table_iter_init(&iter, fresh);
     while (g_hash_table_iter_next(&iter, &held_key, &held_value)) {
-        gchar *key_directory = directory_of(held_key);
-        if (g_hash_table_contains(self->directories, key_directory))
-            confirm_locked(self, held_key, held_value, serial, TRUE, changed);
-        g_free(key_directory);
+        gboolean taken;
+        if (own) {
+            taken = key_of_directory(held_key, directory);
+        } else {
+            gchar *key_directory = directory_of(held_key);
+            taken = g_hash_table_contains(self->directories, key_directory);
+            g_free(key_directory);
+        }
+        if (taken) confirm_locked(self, held_key, held_value, serial, TRUE, changed);
     }
-    take_administrator_locked(self, directory, defaults, TRUE, changed);
-    g_mutex_unlock(&self->lock);
+    take_administrator_locked(self, directory, defaults, !own, changed);
     g_variant_unref(defaults);
-    for (guint index = 0; index < changed->len; index++)
-        g_settings_backend_changed(G_SETTINGS_BACKEND(self), changed->pdata[index], NULL);
-    g_ptr_array_unref(gone);
-    g_ptr_array_unref(changed);
     g_hash_table_unref(fresh);
-    g_free(directory);
+    return serial;
+}
+
+// A read's answer, on GDBus's thread (the connection's filter): taken (keys whose copy changed are added to
+// `changed`, for a watched directory's read only when it is announced), or the next read method asked of an
+// older broker. `error` is set when the read failed. Lock held.
+static void take_read_locked(SettingsBusBackend *self, BrokerCall *call, guint32 serial, GDBusMessage *message,
+                             GPtrArray *changed, GError **error) {
+    DirectoryWatch *watch = call->again ? NULL : g_hash_table_lookup(self->directories, call->directory);
+    // A watch dropped since, or read again since.
+    if (!call->again && (!watch || watch->reading != serial)) return;
+    GError *failure = NULL;
+    GVariant *layers = NULL;
+    if (!g_dbus_message_to_gerror(message, &failure)) {
+        GVariant *body = g_dbus_message_get_body(message);
+        if (call->method == 0 && body && g_variant_is_of_type(body, G_VARIANT_TYPE("(a{sv}a{sv}t)"))) {
+            layers = g_variant_ref(body);
+        } else if (call->method > 0 && body && g_variant_is_of_type(body, G_VARIANT_TYPE("(a{sv}t)"))) {
+            GVariant *values = g_variant_get_child_value(body, 0);
+            guint64 read_serial = 0;
+            g_variant_get_child(body, 1, "t", &read_serial);
+            layers = g_variant_ref_sink(
+                g_variant_new("(@a{sv}@a{sv}t)", values, g_variant_new("a{sv}", NULL), read_serial));
+            g_variant_unref(values);
+        } else {
+            failure = g_error_new(G_DBUS_ERROR, G_DBUS_ERROR_INVALID_ARGS, "the broker's answer to %s is not of its type",
+                                  read_methods[call->method]);
+        }
+    } else if (g_error_matches(failure, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_METHOD) &&
+               call->method + 1 < G_N_ELEMENTS(read_methods)) {
+        guint32 next = send_read_locked(self, call->directory, call->method + 1, call->again);
+        if (watch) watch->reading = next;
+        g_error_free(failure);
+        return;
+    }
+    if (watch) watch->reading = 0;
+    if (failure) {
+        g_propagate_error(error, failure);
+        return;
+    }
+    guint64 read_serial = take_tree_locked(self, call->directory, layers, !call->again,
+                                           !watch || watch->announce ? changed : NULL);
+    if (watch) {
+        watch->serial = read_serial;
+        watch->loaded = TRUE;
+        watch->announce = FALSE;
+    }
+    g_variant_unref(layers);
+}
+
+// A watched directory's lock list, on GDBus's thread (a broker older than Locks answers UnknownMethod: the writes
+// are then judged by the broker alone). Lock held.
+static void take_locks_locked(SettingsBusBackend *self, BrokerCall *call, guint32 serial, GDBusMessage *message) {
+    DirectoryWatch *watch = g_hash_table_lookup(self->directories, call->directory);
+    if (!watch || watch->reading_locks != serial) return;
+    watch->reading_locks = 0;
+    GVariant *body = g_dbus_message_get_body(message);
+    if (g_dbus_message_get_message_type(message) != G_DBUS_MESSAGE_TYPE_METHOD_RETURN || !body ||
+        !g_variant_is_of_type(body, G_VARIANT_TYPE("(as)")))
+        return;
+    g_strfreev(watch->locks);
+    g_variant_get(body, "(^as)", &watch->locks);
+}
+
+// Whether a Changed's path concerns a watched directory: the path is in it, or is a directory above it (the rule
+// arg0path matches the same). Lock held.
+static gboolean path_watched_locked(SettingsBusBackend *self, const gchar *path) {
+    gboolean above = g_str_has_suffix(path, "/");
+    GHashTableIter iter;
+    gpointer directory;
+    g_hash_table_iter_init(&iter, self->directories);
+    while (g_hash_table_iter_next(&iter, &directory, NULL))
+        if (g_str_has_prefix(path, directory) || (above && g_str_has_prefix(directory, path))) return TRUE;
+    return FALSE;
 }
 
 // Puts a key's value from a Changed signal in the copy (NULL: removed), and adds the key to `changed` when the
@@ -657,14 +756,13 @@ static void take_change_locked(SettingsBusBackend *self, const gchar *key, GVari
     if (watch && serial > watch->serial) confirm_locked(self, key, value, serial, TRUE, changed);
 }
 
-// Takes a Changed(path, values, removed, serial, origin) signal of the broker `sender`. A key left without a value
-// of the user's is in both lists (version 4 for a schema's default, 5 for the administrator's): it is taken as
-// removed (its value is not taken), and reads the administrator's default, else GSettings' own. From the connection's
-// filter (`subscribed` false), on GDBus's thread, only a signal of the broker the subscription heard last is
-// taken, and one without values (secret keys, or a commit too large to list) or of the administrator's is left
-// to the subscription, which reads the directory again; the subscription (on the signal thread) takes every
-// signal, and learns the broker's name from it. A signal taken twice changes nothing the second time.
-static void take_changed(SettingsBusBackend *self, const gchar *sender, GVariant *parameters, gboolean subscribed) {
+// Takes a Changed(path, values, removed, serial, origin) signal of `sender`, on GDBus's thread (the connection's
+// filter), in the order of the bus: only from the owner of the broker's name. A key left without a value of the
+// user's is in both lists (version 4 for a schema's default, 5 for the administrator's): it is taken as removed
+// (its value is not taken), and reads the administrator's default, else GSettings' own. A signal without values
+// (secret keys, or a commit too large to list), or of the administrator's (what a key reads may now be a default
+// or lock of theirs, which the signal's values do not tell from the user's), has the path read again.
+static void take_changed(SettingsBusBackend *self, const gchar *sender, GVariant *parameters) {
     if (!parameters || !g_variant_is_of_type(parameters, G_VARIANT_TYPE("(sa{sv}asts)"))) return;
     const gchar *path = NULL;
     GVariantIter *values = NULL;
@@ -681,22 +779,21 @@ static void take_changed(SettingsBusBackend *self, const gchar *sender, GVariant
     gsize count = g_variant_iter_n_children(values) + g_variant_iter_n_children(removed);
     GPtrArray *changed = g_ptr_array_new_with_free_func(g_free);
     g_mutex_lock(&self->lock);
-    // The administrator's change: what a key reads may now be a default or lock of theirs, which the signal's
-    // values do not tell from the user's; the subscription reads the path again, by whose its values are (once,
-    // though each subscription below the path hears the signal).
-    gboolean administrator = g_strcmp0(origin, "administrator") == 0;
-    gboolean reload = subscribed && (count == 0 || (administrator && serial > self->administrator_serial));
-    if (reload && administrator) self->administrator_serial = serial;
-    // Only the signals of the broker's name's owner count: the subscription's match rule is resolved by the bus
+    // Only the signals of the broker's name's owner count: the subscriptions' match rules are resolved by the bus
     // daemon to the owner when it routes them, but another of the app's rules may route anyone's to the filter.
     gboolean from_owner = sender && g_strcmp0(sender, self->owner) == 0;
-    if (!from_owner) reload = FALSE;
-    gboolean take = from_owner && !administrator && (subscribed || count > 0);
+    gboolean administrator = g_strcmp0(origin, "administrator") == 0;
     const gchar *key = NULL;
     GVariant *value = NULL;
-    if (take) {
+    if (from_owner && (count == 0 || administrator)) {
+        if (path_watched_locked(self, path)) {
+            gchar *directory = g_str_has_suffix(path, "/") ? g_strdup(path) : directory_of(path);
+            send_read_locked(self, directory, 0, TRUE);
+            g_free(directory);
+        }
+    } else if (from_owner) {
         // A key in both lists is taken as removed alone: taking its value first would change the copy twice, and
-        // the app would hear two `changed` (four, with the subscription's second look at the same signal).
+        // the app would hear two `changed`.
         GHashTable *gone = NULL;
         if (g_variant_iter_n_children(removed) > 0) {
             gone = g_hash_table_new(g_str_hash, g_str_equal);
@@ -722,17 +819,18 @@ static void take_changed(SettingsBusBackend *self, const gchar *sender, GVariant
     g_mutex_unlock(&self->lock);
     for (guint index = 0; index < changed->len; index++)
         g_settings_backend_changed(G_SETTINGS_BACKEND(self), changed->pdata[index], NULL);
-    if (reload) reload_directory(self, path);
     g_variant_iter_free(values);
     g_variant_iter_free(removed);
     g_ptr_array_unref(changed);
 }
 
-// The subscription's Changed, on the signal thread.
+// The subscription's Changed, on the signal thread: nothing to do. The subscription holds the match rule (arg0path)
+// by which the bus daemon routes the broker's Changed signals of a directory to the app; the connection's filter
+// takes each one as it arrives (take_changed).
 static void on_changed(GDBusConnection *bus, const gchar *sender, const gchar *object_path,
                        const gchar *interface_name, const gchar *signal_name, GVariant *parameters, gpointer data) {
-    (void) bus, (void) object_path, (void) interface_name, (void) signal_name;
-    take_changed(data, sender, parameters, TRUE);
+    (void) bus, (void) sender, (void) object_path, (void) interface_name, (void) signal_name, (void) parameters;
+    (void) data;
 }
 
 // The connection's filter, on GDBus's thread: the broker's answers to writes (take_reply), and its Changed
@@ -767,7 +865,7 @@ static GDBusMessage *filter_changed(GDBusConnection *bus, GDBusMessage *message,
     FilterTarget *target = data;
     g_mutex_lock(&target->lock);
     if (target->backend)
-        take_changed(target->backend, g_dbus_message_get_sender(message), g_dbus_message_get_body(message), FALSE);
+        take_changed(target->backend, g_dbus_message_get_sender(message), g_dbus_message_get_body(message));
     g_mutex_unlock(&target->lock);
     return message;
 }
@@ -918,6 +1016,14 @@ static void finish_write(SettingsBusBackend *self, PendingWrite *write, guint64 
         if (count > 1) continue;
         Confirmed *known = g_hash_table_lookup(self->confirmed, key);
         if (put_locked(self, key, known ? known->value : NULL)) g_ptr_array_add(changed, g_strdup(key));
+        // A key of a directory no longer watched (its last GSettings object went while the write was out) leaves
+        // the copy: a new GSettings object reads it again.
+        gchar *directory = directory_of(key);
+        if (!g_hash_table_contains(self->directories, directory)) {
+            g_hash_table_remove(self->values, key);
+            g_hash_table_remove(self->confirmed, key);
+        }
+        g_free(directory);
     }
     g_mutex_unlock(&self->lock);
     if (error) {
@@ -1001,7 +1107,7 @@ static gboolean take_reply(SettingsBusBackend *self, GDBusMessage *message) {
         if (!from_daemon) drop_answer(sender);
         return TRUE;
     }
-    WaitedCall *call = g_hash_table_lookup(self->calls, serial);
+    BrokerCall *call = g_hash_table_lookup(self->calls, serial);
     PendingWrite *write = call ? NULL : g_hash_table_lookup(self->replies, serial);
     if (!call && !write) {
         g_mutex_unlock(&self->lock);
@@ -1012,16 +1118,37 @@ static gboolean take_reply(SettingsBusBackend *self, GDBusMessage *message) {
         drop_answer(sender);
         return TRUE;
     }
-    if (call) {
-        g_hash_table_remove(self->calls, serial);
+    if (write) {
+        g_hash_table_remove(self->replies, serial);
+        g_mutex_unlock(&self->lock);
+        end_write(self, write, message, NULL);
+        return TRUE;
+    }
+    g_hash_table_remove(self->calls, serial);
+    if (call->kind == CALL_WAITED) {
         call->reply = g_object_ref(message);
         call->done = TRUE;
         g_cond_broadcast(&self->idle);
-    } else {
-        g_hash_table_remove(self->replies, serial);
+        g_mutex_unlock(&self->lock);
+        return TRUE;
     }
+    GPtrArray *changed = g_ptr_array_new_with_free_func(g_free);
+    GError *error = NULL;
+    if (call->kind == CALL_READ)
+        take_read_locked(self, call, reply_serial, message, changed, &error);
+    else
+        take_locks_locked(self, call, reply_serial, message);
+    // A thread may wait for the directory.
+    g_cond_broadcast(&self->idle);
     g_mutex_unlock(&self->lock);
-    if (write) end_write(self, write, message, NULL);
+    if (error) {
+        warn_unread(self, call->directory, error);
+        g_error_free(error);
+    }
+    for (guint index = 0; index < changed->len; index++)
+        g_settings_backend_changed(G_SETTINGS_BACKEND(self), changed->pdata[index], NULL);
+    g_ptr_array_unref(changed);
+    broker_call_free(call);
     return TRUE;
 }
 
@@ -1277,6 +1404,12 @@ static void settings_bus_backend_finalize(GObject *object) {
     g_hash_table_unref(self->directories);
     g_hash_table_unref(self->writability);
     g_hash_table_unref(self->replies);
+    // The reads still awaiting an answer (no thread waits for a call when the backend goes).
+    GHashTableIter calls;
+    gpointer call;
+    g_hash_table_iter_init(&calls, self->calls);
+    while (g_hash_table_iter_next(&calls, NULL, &call))
+        if (((BrokerCall *) call)->kind != CALL_WAITED) broker_call_free(call);
     g_hash_table_unref(self->calls);
     g_free(self->owner);
     g_mutex_clear(&self->lock);

@@ -180,4 +180,90 @@ struct GSettingsHostilePeerTests {
             #expect(await broker.stop() == 0)
         }
     }
+
+    /// Makes and drops 100 GSettings objects of a relocatable schema, each at a path of its own, and says `made`
+    /// with its unique name once the bus daemon has everything it sent; at a line on its standard input, reads
+    /// the first path's key again with a new object.
+    static let manyPaths = """
+        import sys, gc, gi
+        gi.require_version('Gio', '2.0')
+        from gi.repository import Gio
+        bus = Gio.bus_get_sync(Gio.BusType.SESSION, None)
+        for i in range(100):
+            s = Gio.Settings.new_with_path('org.example.Profile', f'/org/example/profiles/p{i}/')
+            s.get_string('font')
+            del s
+        gc.collect()
+        bus.call_sync('org.freedesktop.DBus', '/org/freedesktop/DBus', 'org.freedesktop.DBus', 'GetId', None, None,
+            Gio.DBusCallFlags.NONE, 10000, None)
+        print('made', bus.get_unique_name(), flush=True)
+        sys.stdin.readline()
+        s = Gio.Settings.new_with_path('org.example.Profile', '/org/example/profiles/p0/')
+        print('font', s.get_string('font'), flush=True)
+        """
+
+    /// A directory's watch goes with its last GSettings object: an app that makes objects at many paths and drops
+    /// them keeps no match rule for them on the bus, and a new object reads the broker's value again.
+    @Test func aDirectoryNoObjectUsesLeavesNoMatchRuleBehind() async throws {
+        let setup = try await Setup.compiled()
+        defer { setup.remove() }
+        try await GSettingsBackendTests.withBroker(setup) { bus, connection, environment in
+            let app = try RunningProcess.start("/usr/bin/python3", ["-c", Self.manyPaths], environment: environment)
+            let made = try await app.nextLine()
+            let name = made.map { String($0.dropFirst("made ".count)) } ?? ""
+            #expect(made?.hasPrefix("made :") == true, "\(made ?? "nothing")")
+            let rules = try await TestProcess.run(
+                "/usr/bin/gdbus",
+                [
+                    "call", "--session", "-d", "org.freedesktop.DBus", "-o", "/org/freedesktop/DBus",
+                    "-m", "org.freedesktop.DBus.Debug.Stats.GetAllMatchRules",
+                ], environment: bus.environment)
+            #expect(rules.status == 0, "\(rules.stderr)")
+            let line = rules.stdout.split(separator: "\n").first ?? ""
+            #expect(line.contains("'\(name)'"), "\(rules.stdout)")
+            let left = line.components(separatedBy: "/org/example/profiles/").count - 1
+            #expect(left == 0, "\(left) match rules of dropped objects: \(rules.stdout)")
+            try await GSettingsBackendTests.set(
+                "/org/example/profiles/p0/font", .string("Monospace 20"), connection)
+            app.write("again\n")
+            #expect(try await app.nextLine() == "font Monospace 20")
+            #expect(await app.waitForExit() == 0)
+        }
+    }
+
+    /// Reads `greeting` and says so; at a line on its standard input, reads it again.
+    static let readTwice = """
+        import sys, gi
+        gi.require_version('Gio', '2.0')
+        from gi.repository import Gio
+        s = Gio.Settings.new('org.example.Editor')
+        print('first', s.get_string('greeting'), flush=True)
+        sys.stdin.readline()
+        print('again', s.get_string('greeting'), flush=True)
+        """
+
+    /// A directory whose first read failed (no broker) is read again at the next read, once a broker is there.
+    @Test func aDirectoryWhoseReadFailedIsReadAgain() async throws {
+        let setup = try await Setup.compiled()
+        defer { setup.remove() }
+        let store = setup.folder.appendingPathComponent("settings.db").path
+        try await withTestBus { bus in
+            let first = try await TestBroker.start(on: bus, storePath: store)
+            let connection = try await bus.connect()
+            try await GSettingsBackendTests.set("/org/example/editor/greeting", .string("stored"), connection)
+            await connection.close()
+            #expect(await first.stop() == 0)
+
+            let app = try RunningProcess.start(
+                "/usr/bin/python3", ["-c", Self.readTwice], environment: setup.environment(bus))
+            #expect(try await app.nextLine() == "first hello")
+            let broker = try await TestBroker.start(on: bus, storePath: store)
+            app.write("again\n")
+            #expect(try await app.nextLine() == "again stored")
+            #expect(await app.waitForExit() == 0)
+            let log = await app.standardError()
+            #expect(log.contains("settingsbus: cannot read /org/example/editor/ from the settings broker"), "\(log)")
+            #expect(await broker.stop() == 0)
+        }
+    }
 }
