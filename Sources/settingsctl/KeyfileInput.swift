@@ -5,10 +5,11 @@ import SettingsModel
 
 /// A keyfile read as it arrives, line by line: `settingsctl load`'s input.
 ///
-/// Each line is judged as soon as it is read, so input that is not a keyfile is refused at its first wrong line
-/// without the rest being read; what is kept is what the lines set (their entries and `#schema` lines), never
-/// the whole text. Each line is read by ``SettingsModel/Keyfile/parseTexts(_:under:keepingComments:)`` after
-/// its group's line, so the format has one reader.
+/// The lines are judged as soon as they are read (the whole lines of each read of 64 KiB together), so input
+/// that is not a keyfile is refused at its first wrong line without the rest being read; what is kept is what
+/// the lines set (their entries and `#schema` lines), never the whole text. The lines are read by
+/// ``SettingsModel/Keyfile/parseTexts(_:under:keepingComments:)`` after the line of their group, so the format
+/// has one reader.
 struct KeyfileInput {
     /// The longest line read: sixteen times the largest value a key holds (``SettingsBusNames/maximumValueSize``),
     /// more than the GVariant text of any value a key can hold takes.
@@ -35,7 +36,7 @@ struct KeyfileInput {
     /// Reads a file, or standard input when `path` is nil or `-`, to its end, and returns what it sets.
     ///
     /// - Throws: ``CtlError`` naming the first line that is wrong (not UTF-8, too long, or not of the format),
-    ///   thrown as soon as that line has been read; or one saying the file cannot be read.
+    ///   thrown as soon as the read that ends that line; or one saying the file cannot be read.
     static func read(_ path: String?, under directory: SettingDirectory) throws(CtlError) -> DconfKeyfile.Contents {
         let name = path.flatMap { $0 == "-" ? nil : $0 }
         let handle: FileHandle
@@ -57,16 +58,14 @@ struct KeyfileInput {
                 throw CtlError(.failure, "cannot read \(name ?? "standard input"): \(error.localizedDescription)")
             }
             if chunk.isEmpty { break }
-            // Only the new bytes are looked through for newlines: the pending ones have none.
-            var searched = pending.count
+            // The whole lines read so far are judged together; only the new bytes are looked through for a
+            // newline, since the pending ones have none.
+            let searched = pending.count
             pending.append(contentsOf: chunk)
-            var start = 0
-            while let end = pending[searched...].firstIndex(of: UInt8(ascii: "\n")) {
-                try input.add(pending[start..<end])
-                start = end + 1
-                searched = start
+            if let end = pending[searched...].lastIndex(of: UInt8(ascii: "\n")) {
+                try input.add(pending[..<end])
+                pending.removeFirst(end + 1)
             }
-            pending.removeFirst(start)
             if pending.count > maximumLineLength {
                 throw CtlError(
                     .invalid, "line \(input.number + 1): longer than \(maximumLineLength) bytes, the longest line read")
@@ -76,31 +75,53 @@ struct KeyfileInput {
         return try input.contents()
     }
 
-    /// Judges one line (without its newline) and keeps what it sets.
+    /// Judges whole lines (the last without its newline) and keeps what they set.
     mutating func add(_ bytes: ArraySlice<UInt8>) throws(CtlError) {
-        number += 1
-        guard let line = String(validating: bytes, as: UTF8.self) else {
-            throw CtlError(.invalid, "line \(number): not UTF-8 text")
+        let first = number + 1
+        number += bytes.count { $0 == UInt8(ascii: "\n") } + 1
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            var line = first
+            for piece in bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
+                if String(validating: piece, as: UTF8.self) == nil { break }
+                line += 1
+            }
+            throw CtlError(.invalid, "line \(line): not UTF-8 text")
         }
-        let parsed: (entries: [Keyfile.TextEntry], comments: [Keyfile.Comment])
+        // The lines are read after the line of the group they are in, and numbered as in the whole input.
         let context = groupLine.map { $0 + "\n" } ?? ""
+        let shift = first - 1 - (groupLine == nil ? 0 : 1)
+        let parsed: (entries: [Keyfile.TextEntry], comments: [Keyfile.Comment])
         do throws(Keyfile.Problem) {
-            parsed = try Keyfile.parseTexts(context + line, under: directory, keepingComments: DconfKeyfile.schemaPrefix)
+            parsed = try Keyfile.parseTexts(context + text, under: directory, keepingComments: DconfKeyfile.schemaPrefix)
         } catch {
-            throw CtlError(.invalid, "line \(number): \(error.message)")
+            throw CtlError(.invalid, "line \(error.line + shift): \(error.message)")
         }
         for var entry in parsed.entries {
-            entry.line = number
+            entry.line += shift
             if entries.updateValue(entry, forKey: entry.path) == nil { order.append(entry.path) }
         }
         for var comment in parsed.comments {
-            comment.line = number
+            comment.line += shift
             comments.append(comment)
         }
-        if parsed.entries.isEmpty, parsed.comments.isEmpty {
-            let trimmed = LineText.trimmed(line)
-            if trimmed.hasPrefix("[") { groupLine = trimmed }
+        if let group = Self.lastGroupLine(in: bytes) { groupLine = group }
+    }
+
+    /// The last `[group]` line of whole lines, trimmed: the last line whose first byte that is not white space
+    /// is `[`.
+    static func lastGroupLine(in bytes: ArraySlice<UInt8>) -> String? {
+        var end = bytes.endIndex
+        while end > bytes.startIndex {
+            let start = bytes[..<end].lastIndex(of: UInt8(ascii: "\n")).map { $0 + 1 } ?? bytes.startIndex
+            let line = bytes[start..<end]
+            if line.first(where: { $0 != UInt8(ascii: " ") && $0 != UInt8(ascii: "\t") && $0 != UInt8(ascii: "\r") })
+                == UInt8(ascii: "[")
+            {
+                return LineText.trimmed(String(decoding: line, as: UTF8.self))
+            }
+            end = start == bytes.startIndex ? start : start - 1
         }
+        return nil
     }
 
     /// What the lines read set, with the schemas of their `#schema` lines.
