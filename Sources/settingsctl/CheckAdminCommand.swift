@@ -92,7 +92,7 @@ struct CheckAdminCommand: AsyncParsableCommand {
             "\(directory): \(fileCount) file\(fileCount == 1 ? "" : "s"), \(layer.defaults.count) default"
                 + "\(layer.defaults.count == 1 ? "" : "s"), \(layer.locks.count) lock\(layer.locks.count == 1 ? "" : "s"), "
                 + (problems.isEmpty ? "no problem" : "\(problems.count) problem\(problems.count == 1 ? "" : "s")"))
-        Output.write(lines.joined(separator: "\n") + "\n")
+        Output.lines(lines)
         if !problems.isEmpty {
             throw CtlError(.invalid, "\(problems.count) problem\(problems.count == 1 ? "" : "s") in \(directory)")
         }

@@ -64,7 +64,7 @@ struct CheckCommand: AsyncParsableCommand {
         lines.append(
             "\(file): \(schemas.count) key\(schemas.count == 1 ? "" : "s"), "
                 + (incompatible == 0 ? "no incompatible change" : "\(incompatible) incompatible change\(incompatible == 1 ? "" : "s")"))
-        Output.write(lines.joined(separator: "\n") + "\n")
+        Output.lines(lines)
         if incompatible > 0 { throw CtlError(.conflict, "\(incompatible) incompatible change\(incompatible == 1 ? "" : "s"): register them with replacing, or keep the old schema") }
     }
 }

@@ -69,7 +69,10 @@ enum DconfKeyfile {
                 node.secrets[name] = schema
                 if !includeSecrets { continue }
             }
-            node.keys[name] = (maybes.contains(key) ? GSettingsMaybes.format(value) : nil) ?? GVariantText.format(value)
+            // GVariant text leaves only the line and paragraph separators unescaped (in strings, where
+            // `visible` writes them as GVariant's own `\u2028`), so the file shows no character a terminal acts on.
+            node.keys[name] = Output.visible(
+                (maybes.contains(key) ? GSettingsMaybes.format(value) : nil) ?? GVariantText.format(value))
         }
         var groups: [String] = []
         root.emit(path: "", into: &groups)
@@ -117,7 +120,7 @@ enum DconfKeyfile {
     /// The `#schema` lines of a key's schema, in the fields of a schema file.
     static func schemaLines(_ name: String, _ schema: SettingSchema) -> [String] {
         func line(_ field: String, _ text: String) -> String {
-            "\(schemaPrefix)\(name).\(field)=\(text.replacing("\n", with: " "))"
+            "\(schemaPrefix)\(name).\(field)=\(Output.visible(text.replacing("\n", with: " ")))"
         }
         var lines = [line("type", schema.type.signatureText)]
         if let defaultValue = schema.defaultValue { lines.append(line("default", GVariantText.format(defaultValue))) }

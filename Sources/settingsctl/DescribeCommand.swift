@@ -42,7 +42,7 @@ struct DescribeCommand: AsyncParsableCommand {
                 let value = fields[name]!
                 return (name, Self.valueFields.contains(name) ? JSONValue.record(value) : JSONValue(value))
             }
-            Output.lines([JSONValue.object([("key", .string(key.rawValue))] + members).text])
+            Output.json(JSONValue.object([("key", .string(key.rawValue))] + members))
         } else {
             let width = (names + ["key"]).map(\.count).max()! + 2
             func line(_ name: String, _ text: String) -> String {

@@ -26,9 +26,7 @@ struct GetCommand: AsyncParsableCommand {
         let key = try Arguments.key(key)
         let value = try await bus.withStore { store in try await store.call(Settings1.GetRequest(key: key)).value }
         if output.json {
-            Output.lines([
-                JSONValue.object([("key", .string(key.rawValue))] + Self.members(of: JSONValue.record(value))).text
-            ])
+            Output.json(JSONValue.object([("key", .string(key.rawValue))] + Self.members(of: JSONValue.record(value))))
         } else {
             Output.lines([GVariantText.format(value)])
         }

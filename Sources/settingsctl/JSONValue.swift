@@ -64,7 +64,9 @@ indirect enum JSONValue: Sendable {
             case "\n": output += "\\n"
             case "\r": output += "\\r"
             case "\t": output += "\\t"
-            case _ where scalar.value < 0x20 || scalar.value == 0x7f:
+            // Every character a terminal acts on is escaped, as JSON allows, so the text stays exact and shows
+            // as it is on a terminal.
+            case _ where Output.isHidden(scalar):
                 let hex = String(scalar.value, radix: 16)
                 output += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
             default: output.unicodeScalars.append(scalar)

@@ -43,7 +43,9 @@ enum KeyCompletion {
             return first ?? []
         }
         await store.close()
+        // Only names of the key grammar are offered: a shell shows the candidates as they are.
         return names.filter { $0.hasPrefix(start) && (!directoriesOnly || $0.hasSuffix("/")) }.map { parent + $0 }
+            .filter { (try? SettingLocation($0)) != nil }
     }
 
     /// The value of the last `--bus X` or `--bus=X` among the words of the command line.

@@ -23,7 +23,7 @@ struct ListCommand: AsyncParsableCommand {
         let directory = try Arguments.directory(directory)
         let names = try await bus.withStore { store in try await store.list(directory) }
         if output.json {
-            Output.lines([JSONValue.array(names.map(JSONValue.string)).text])
+            Output.json(JSONValue.array(names.map(JSONValue.string)))
         } else {
             Output.lines(names)
         }

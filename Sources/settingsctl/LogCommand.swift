@@ -67,7 +67,7 @@ struct LogCommand: AsyncParsableCommand {
                 }
             }
         }
-        if json { Output.lines([JSONValue.array(commits).text]) }
+        if json { Output.json(JSONValue.array(commits)) }
     }
 
     /// Calls `body` with each page of the commits `request` asks for, oldest first (the broker answers a page

@@ -61,7 +61,7 @@ struct SettingsCtl: AsyncParsableCommand {
         } catch let error as SettingsError {
             Output.fail(ExitStatus(error.code), error.message)
         } catch let error as CtlError {
-            Output.fail(error.status, error.message)
+            Output.fail(error.status, error.message, lines: true)
         } catch {
             let code = exitCode(for: error)
             let text = fullMessage(for: error)

@@ -40,7 +40,7 @@ struct StatusCommand: AsyncParsableCommand {
     func run() async throws {
         let fields = try await bus.withStore { store in try await Self.fields(store) }
         if output.json {
-            Output.lines([JSONValue.object(fields.map { ($0.name, JSONValue($0.value)) }).text])
+            Output.json(JSONValue.object(fields.map { ($0.name, JSONValue($0.value)) }))
         } else {
             let width = fields.map(\.name.count).max()! + 2
             Output.lines(

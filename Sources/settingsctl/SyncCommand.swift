@@ -44,7 +44,7 @@ struct SyncCommand: AsyncParsableCommand {
 
     static func print(_ fields: [(name: String, value: DBusValue)], json: Bool) {
         if json {
-            Output.lines([JSONValue.object(fields.map { ($0.name, JSONValue($0.value)) }).text])
+            Output.json(JSONValue.object(fields.map { ($0.name, JSONValue($0.value)) }))
             return
         }
         guard !fields.isEmpty else {

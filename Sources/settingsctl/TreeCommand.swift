@@ -28,12 +28,11 @@ struct TreeCommand: AsyncParsableCommand {
         let keys = snapshot.values.keys.sorted()
         if output.json {
             let values = keys.map { ($0.rawValue, JSONValue.record(snapshot.values[$0]!)) }
-            Output.lines([
+            Output.json(
                 JSONValue.object([
                     ("directory", .string(directory.rawValue)), ("serial", .uint(snapshot.serial)),
                     ("values", .object(values)),
-                ]).text
-            ])
+                ]))
         } else {
             Output.lines(keys.map { "\($0.rawValue) \(GVariantText.format(snapshot.values[$0]!))" })
         }

@@ -41,7 +41,11 @@ struct WatchCommand: AsyncParsableCommand {
             }
             for await update in store.updates(of: location) {
                 if update.kind == .snapshot && !initial { continue }
-                Output.write(json ? Self.jsonLine(update, watching: location) : Self.block(update, watching: location))
+                if json {
+                    Output.write(Self.jsonLine(update, watching: location))
+                } else {
+                    Output.lines(Self.block(update, watching: location))
+                }
             }
         }
     }
@@ -53,8 +57,8 @@ struct WatchCommand: AsyncParsableCommand {
         return SettingLocation.enclosing(keys) ?? location
     }
 
-    /// An update as a block of text ending in a blank line.
-    static func block(_ update: SettingsUpdate, watching location: SettingLocation) -> String {
+    /// An update as the lines of a block, the last one blank.
+    static func block(_ update: SettingsUpdate, watching location: SettingLocation) -> [String] {
         let path = path(of: update, watching: location)
         let base: String
         switch path {
@@ -71,7 +75,7 @@ struct WatchCommand: AsyncParsableCommand {
                 lines.append("  \(relative(key)) (no value)")
             }
         }
-        return lines.joined(separator: "\n") + "\n\n"
+        return lines + [""]
     }
 
     /// An update as one line of JSON.
