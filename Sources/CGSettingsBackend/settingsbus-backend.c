@@ -75,6 +75,7 @@ typedef struct {
     // (GetNameOwner at start, then NameOwnerChanged); NULL: none. Only its answers and signals count.
     gchar *owner;
     guint32 owner_serial; // the message serial of GetNameOwner, until it is answered
+    guint64 newest_serial; // the newest serial of the owner's Changed signals
     guint filter; // the connection's filter that takes Changed signals on GDBus's own thread
     struct FilterTarget *filter_target;
 } SettingsBusBackend;
@@ -756,6 +757,26 @@ static void take_change_locked(SettingsBusBackend *self, const gchar *key, GVari
     if (watch && serial > watch->serial) confirm_locked(self, key, value, serial, TRUE, changed);
 }
 
+// The broker that answers is not the one the copy came from: a new owner of its name, or a serial that went back
+// (a store restored from its backup). Every watched directory is read again, with what changes announced, and no
+// serial known before holds; what was known of writability is asked again. Lock held.
+static void read_all_again_locked(SettingsBusBackend *self) {
+    GHashTableIter iter;
+    gpointer key, value;
+    g_hash_table_iter_init(&iter, self->confirmed);
+    while (g_hash_table_iter_next(&iter, NULL, &value)) ((Confirmed *) value)->serial = 0;
+    g_hash_table_remove_all(self->writability);
+    self->newest_serial = 0;
+    g_hash_table_iter_init(&iter, self->directories);
+    while (g_hash_table_iter_next(&iter, &key, &value)) {
+        DirectoryWatch *watch = value;
+        watch->serial = 0;
+        watch->announce = TRUE;
+        // A read already out is superseded: its answer is not taken.
+        read_watch_locked(self, key, watch);
+    }
+}
+
 // Takes a Changed(path, values, removed, serial, origin) signal of `sender`, on GDBus's thread (the connection's
 // filter), in the order of the bus: only from the owner of the broker's name. A key left without a value of the
 // user's is in both lists (version 4 for a schema's default, 5 for the administrator's): it is taken as removed
@@ -783,6 +804,8 @@ static void take_changed(SettingsBusBackend *self, const gchar *sender, GVariant
     // daemon to the owner when it routes them, but another of the app's rules may route anyone's to the filter.
     gboolean from_owner = sender && g_strcmp0(sender, self->owner) == 0;
     gboolean administrator = g_strcmp0(origin, "administrator") == 0;
+    if (from_owner && serial < self->newest_serial) read_all_again_locked(self);
+    if (from_owner) self->newest_serial = serial;
     const gchar *key = NULL;
     GVariant *value = NULL;
     if (from_owner && (count == 0 || administrator)) {
@@ -1164,7 +1187,11 @@ static gboolean take_owner_change(SettingsBusBackend *self, GDBusMessage *messag
     g_variant_get(body, "(&s&s&s)", &name, &old_owner, &new_owner);
     if (strcmp(name, SETTINGS_BUS_NAME) != 0) return FALSE;
     g_mutex_lock(&self->lock);
+    gboolean other = *new_owner && g_strcmp0(new_owner, self->owner) != 0;
     take_owner_locked(self, new_owner);
+    // A new broker (started again, perhaps on an older store, or taking the name over): what the copy holds came
+    // from another one.
+    if (other) read_all_again_locked(self);
     g_mutex_unlock(&self->lock);
     return FALSE;
 }

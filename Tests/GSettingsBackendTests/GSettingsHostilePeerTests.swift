@@ -266,4 +266,67 @@ struct GSettingsHostilePeerTests {
             #expect(await broker.stop() == 0)
         }
     }
+
+    /// Follows `count`: prints it, then each value its `changed` handler reads, until its standard input closes.
+    static let followCountLines = """
+        import sys, gi
+        gi.require_version('Gio', '2.0')
+        from gi.repository import Gio, GLib
+        s = Gio.Settings.new('org.example.Editor')
+        print('count', s.get_int('count'), flush=True)
+        s.connect('changed::count', lambda settings, key: print('count', settings.get_int('count'), flush=True))
+        loop = GLib.MainLoop()
+        GLib.io_add_watch(GLib.IOChannel.unix_new(0), GLib.PRIORITY_DEFAULT, GLib.IO_IN | GLib.IO_HUP,
+            lambda *_: loop.quit())
+        loop.run()
+        """
+
+    /// A broker started again on a copy of its store from before (a backup: its serial went back) reaches a
+    /// running app: the app reads its directories again, serves the copy's value, and follows later changes.
+    @Test func aBrokerRestartedOnAnOlderStoreIsFollowed() async throws {
+        let setup = try await Setup.compiled()
+        defer { setup.remove() }
+        let manager = FileManager.default
+        let current = setup.folder.appendingPathComponent("current")
+        let backup = setup.folder.appendingPathComponent("backup")
+        try manager.createDirectory(at: current, withIntermediateDirectories: true)
+        try manager.createDirectory(at: backup, withIntermediateDirectories: true)
+        let store = current.appendingPathComponent("settings.db").path
+        try await withTestBus { bus in
+            let first = try await TestBroker.start(on: bus, storePath: store)
+            var connection = try await bus.connect()
+            try await GSettingsBackendTests.set("/org/example/editor/count", .int32(2), connection)
+            await connection.close()
+            #expect(await first.stop() == 0)
+            for file in try manager.contentsOfDirectory(atPath: current.path) {
+                try manager.copyItem(
+                    at: current.appendingPathComponent(file), to: backup.appendingPathComponent(file))
+            }
+
+            let newer = try await TestBroker.start(on: bus, storePath: store)
+            connection = try await bus.connect()
+            let app = try RunningProcess.start(
+                "/usr/bin/python3", ["-c", Self.followCountLines], environment: setup.environment(bus))
+            #expect(try await app.nextLine() == "count 2")
+            for count in Int32(3)...Int32(30) {
+                try await GSettingsBackendTests.set("/org/example/editor/count", .int32(count), connection)
+            }
+            try await app.line(where: { $0 == "count 30" })
+            await connection.close()
+            #expect(await newer.stop() == 0)
+
+            // When: the broker starts again on the backup, whose serial is far behind.
+            let restored = try await TestBroker.start(
+                on: bus, storePath: backup.appendingPathComponent("settings.db").path)
+            // Then: the app reads the backup's value, and follows the next change.
+            #expect(try await app.nextLine() == "count 2")
+            connection = try await bus.connect()
+            try await GSettingsBackendTests.set("/org/example/editor/count", .int32(7), connection)
+            #expect(try await app.nextLine() == "count 7")
+            app.closeInput()
+            #expect(await app.waitForExit() == 0)
+            await connection.close()
+            #expect(await restored.stop() == 0)
+        }
+    }
 }
