@@ -17,14 +17,16 @@ struct Confinement: Sendable {
 
 /// What a sandboxed app may reach (decision 0033): its own subtree, named by its app id reversed into a path
 /// (`org.example.Editor` → `/org/example/Editor/`), to read, write, register schemas in and reset; and the
-/// shared keys (``SharedKeys``) to read. Everything else is `AccessDenied`.
+/// shared keys (``SharedKeys``) to read. Everything else is `AccessDenied`. A shared key stays read-only even in
+/// an app's own subtree: an app whose id names a shared directory (`org.freedesktop.appearance`) writes none of it.
 struct AppConfinement: Sendable, Hashable {
     /// The app id, such as `org.example.Editor`.
     let appID: String
     /// Its own subtree, such as `/org/example/Editor/`.
     let subtree: SettingDirectory
 
-    /// The confinement of an app id: at least two elements separated by dots, each a valid path segment.
+    /// The confinement of an app id: at least three elements separated by dots (as Flatpak requires), each a
+    /// valid path segment.
     static func make(appID: String) -> Result<AppConfinement, ProcessProof.InfoProblem> {
         // Flatpak's rule for app ids: elements of letters, digits, '_' and '-', none starting with a digit.
         let elements = appID.split(separator: ".", omittingEmptySubsequences: false)
@@ -38,19 +40,21 @@ struct AppConfinement: Sendable, Hashable {
                     || byte == UInt8(ascii: "-")
             }
         }
-        guard appID.utf8.count <= 255, elements.count >= 2, valid,
+        guard appID.utf8.count <= 255, elements.count >= 3, valid,
             let subtree = try? SettingDirectory("/" + elements.joined(separator: "/") + "/")
         else {
             return .failure(
                 ProcessProof.InfoProblem(
-                    description: "its app id '\(appID.prefix(80))' is not a reversed domain name of at least two "
+                    description: "its app id '\(appID.prefix(80))' is not a reversed domain name of at least three "
                         + "elements of letters, digits, '_' and '-'"))
         }
         return .success(AppConfinement(appID: appID, subtree: subtree))
     }
 
-    /// Whether the app may write, register or reset `key`: only in its own subtree.
-    func writes(_ key: SettingPath) -> Bool { subtree.contains(key) }
+    /// Whether the app may write, register or reset `key`: only in its own subtree, and never a shared key.
+    func writes(_ key: SettingPath, shared: SharedKeys.List) -> Bool {
+        subtree.contains(key) && !shared.contains(key)
+    }
 
     /// Whether the app may read `key`: its own subtree or a shared key.
     func reads(_ key: SettingPath, shared: SharedKeys.List) -> Bool {
@@ -64,11 +68,12 @@ struct AppConfinement: Sendable, Hashable {
         subtree.contains(directory) || shared.directories.contains { $0.contains(directory) }
     }
 
-    /// Whether the app may write everything a location names.
-    func writes(_ location: SettingLocation) -> Bool {
+    /// Whether the app may write everything a location names: a directory in its own subtree that holds no
+    /// shared key and meets no shared directory.
+    func writes(_ location: SettingLocation, shared: SharedKeys.List) -> Bool {
         switch location {
-        case .key(let key): writes(key)
-        case .directory(let directory): subtree.contains(directory)
+        case .key(let key): writes(key, shared: shared)
+        case .directory(let directory): subtree.contains(directory) && !shared.meets(directory)
         }
     }
 
@@ -95,6 +100,12 @@ final class SharedKeys: Sendable {
 
         func contains(_ key: SettingPath) -> Bool {
             keys.contains(key) || directories.contains { $0.contains(key) }
+        }
+
+        /// Whether a directory holds a shared key, or is in or holds a shared directory.
+        func meets(_ directory: SettingDirectory) -> Bool {
+            keys.contains { directory.contains($0) }
+                || directories.contains { $0.contains(directory) || directory.contains($0) }
         }
     }
 

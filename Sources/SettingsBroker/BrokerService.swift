@@ -467,6 +467,8 @@ private final class NameFollowing: Sendable {
             }
         }
         state.withLock { $0.subscription = subscription }
+        // The match rule is in force: every name that appears from now on is noted.
+        peers.startedFollowing()
     }
 
     func end() {
@@ -477,8 +479,8 @@ private final class NameFollowing: Sendable {
         subscription?.end()
     }
 
-    /// Takes the sandboxed apps' name on a connection of its own. A name another process holds is logged, and
-    /// the broker serves on without it.
+    /// Takes the sandboxed apps' name on a connection of its own. A name another process holds, or that the
+    /// bus's policy does not let the broker own, is logged, and the broker serves on without it.
     func serveSandboxedApps(
         bus: DBusConnection.Bus, interface: DBusInterface, writes: WritePath, confinement: Confinement,
         logger: Logger
@@ -486,7 +488,18 @@ private final class NameFollowing: Sendable {
         let name = SettingsBusNames.sandboxedBusName
         let connection = try await DBusConnection.connect(to: bus)
         try await connection.export([interface], at: SettingsBusNames.objectPath)
-        guard try await connection.requestName(name, flags: [.doNotQueue]) == .primaryOwner else {
+        // An optional name: one the bus's policy does not let the broker own (a system-type bus) is left out.
+        let reply: RequestNameReply
+        do {
+            reply = try await connection.requestName(name, flags: [.doNotQueue])
+        } catch {
+            logger.error(
+                "\(name) cannot be owned on this bus: sandboxed apps cannot reach this broker by it",
+                metadata: ["error": "\(error)"])
+            await connection.close()
+            return
+        }
+        guard reply == .primaryOwner else {
             logger.error("\(name) is owned by another process: sandboxed apps cannot reach this broker by it")
             await connection.close()
             return

@@ -15,7 +15,10 @@ import Synchronization
 // 2. a pidfd is opened for that pid, so that the process read from is the one the pidfd names;
 // 3. the process's start time must not be after the moment the broker saw the name appear on the bus
 //    (`NameOwnerChanged`): a process started later holds a pid reused after the caller's own process ended (a
-//    client that connects, forks and exits leaves its connection to a child, and its pid to whoever comes next);
+//    client that connects, forks and exits leaves its connection to a child, and its pid to whoever comes next).
+//    A name that appeared before the broker followed names (after a restart, or the caller that started it) is
+//    bounded by the moment the following took effect, never by the moment of its call; a name the broker could
+//    not keep (its tables are bounded) is refused;
 // 4. a process whose pid namespace and root are the broker's is the host (an `xdg-dbus-proxy` outside any
 //    sandbox too, as xdg-desktop-portal treats it); any other "looks sandboxed", and must prove which app it is:
 //    `/.flatpak-info` in its root, opened without following a link and required to be a regular file, with an
@@ -47,29 +50,53 @@ final class PeerIdentities: Sendable {
         var identities: [String: PeerIdentity] = [:]
         /// The sandboxed callers of the sandboxed apps' name, which its signals go to one by one.
         var listeners: [String: AppConfinement] = [:]
-        /// When the broker started following names: the bound for a name that appeared before.
-        var followingSince: UInt64 = 0
+        /// When the broker's following of names took effect: every name that appeared before is bounded by it;
+        /// nil until then.
+        var followingSince: UInt64?
+        /// The first and the latest unique name seen appearing: a name between them that is not in
+        /// ``appeared`` appeared while the broker followed, and its appearance could not be kept.
+        var firstSeen: UniqueName?
+        var latestSeen: UniqueName?
     }
 
-    /// The most names kept; when full, the oldest half of what is known is forgotten (a name that left without
-    /// the broker seeing it, were `NameOwnerChanged` refused).
-    static let limit = 16_384
+    /// The most names kept in each table: above the bus daemon's own bound on connections (a session bus allows
+    /// 100,000 by default). A name that cannot be kept is never forgotten for another: the caller whose
+    /// appearance or identity cannot be kept is refused, and an entry leaves only when its name leaves the bus.
+    static let defaultLimit = 131_072
+    /// The most names kept in each table (``defaultLimit``; smaller in tests of the rule).
+    let limit: Int
 
     private let state = Mutex(State())
     /// Proves a process: by default from `/proc` (``ProcessProof``); tests of the rules give their own.
     private let prove: @Sendable (_ pid: UInt32, _ appearedBy: UInt64) -> PeerIdentity
 
-    init(prove: @escaping @Sendable (_ pid: UInt32, _ appearedBy: UInt64) -> PeerIdentity = ProcessProof.identify) {
+    init(
+        limit: Int = defaultLimit,
+        prove: @escaping @Sendable (_ pid: UInt32, _ appearedBy: UInt64) -> PeerIdentity = ProcessProof.identify
+    ) {
+        self.limit = limit
         self.prove = prove
-        state.withLock { $0.followingSince = ProcessProof.bootTicks() }
+    }
+
+    /// The broker's following of names has taken effect (its match rule for `NameOwnerChanged` is in force):
+    /// every unique name that appears from now on is noted by ``appeared(_:)``.
+    func startedFollowing() {
+        let now = ProcessProof.bootTicks()
+        state.withLock { $0.followingSince = now }
     }
 
     /// A unique name appeared on the bus (`NameOwnerChanged` with no old owner): noted with the time.
     func appeared(_ name: String) {
         guard name.hasPrefix(":") else { return }
         let now = ProcessProof.bootTicks()
+        let unique = UniqueName(name)
         state.withLock { state in
-            if state.appeared.count >= Self.limit { state.appeared.removeAll() }
+            if let unique {
+                if state.firstSeen == nil { state.firstSeen = unique }
+                if state.latestSeen.map({ $0 < unique }) ?? true { state.latestSeen = unique }
+            }
+            // A full table keeps what it has: the name left out is refused at its first call (``bound(of:in:)``).
+            guard state.appeared.count < limit else { return }
             state.appeared[name] = now
         }
     }
@@ -85,29 +112,69 @@ final class PeerIdentities: Sendable {
     }
 
     /// Who the caller `name`, whose process the bus daemon says is `pid`, is: proved at its first call, then
-    /// kept. A caller whose process id the bus does not tell cannot be proved, and is refused.
+    /// kept. A caller whose process id the bus does not tell cannot be proved, and is refused; so is one that
+    /// cannot be kept (the table is full), which is asked again at its next call.
     func identity(of name: String, pid: UInt32?) -> PeerIdentity {
         if let known = state.withLock({ $0.identities[name] }) { return known }
         let identity: PeerIdentity
         if let pid {
-            // A name that appeared before the broker followed names is bounded by when it started following.
-            let appearedBy = state.withLock { $0.appeared[name] ?? ProcessProof.bootTicks() }
-            identity = prove(pid, min(appearedBy, ProcessProof.bootTicks()))
+            switch state.withLock({ bound(of: name, in: $0) }) {
+            case .success(let appearedBy): identity = prove(pid, min(appearedBy, ProcessProof.bootTicks()))
+            case .failure(let problem): identity = .unproved(problem.description)
+            }
         } else {
             identity = .unproved("the bus daemon does not say which process the caller is")
         }
-        state.withLock { state in
-            if state.identities.count >= Self.limit { state.identities.removeAll() }
+        return state.withLock { state in
+            guard state.identities.count < limit else {
+                return .unproved("the broker already keeps the identities of \(limit) callers")
+            }
             state.identities[name] = identity
+            return identity
         }
-        return identity
     }
 
-    /// Notes a sandboxed caller of the sandboxed apps' name, which then gets the changes it may read.
-    func listen(_ name: String, as app: AppConfinement) {
+    /// Why a caller's appearance gives no bound.
+    struct Unplaced: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// The latest moment the name can have appeared on the bus (its process must have started by then):
+    /// - seen appearing: that moment;
+    /// - appeared before the broker followed names (a caller of an earlier broker, or the one whose call
+    ///   started this broker): when the following took effect, never the moment of its call; a pid reused
+    ///   after that is caught, and one reused before is what the start-time rule cannot see (decision 0033);
+    /// - seen neither before nor after, between names that were seen: its appearance could not be kept, and
+    ///   it is refused;
+    /// - later than every name seen: its appearance is still on its way on the broker's other connection, and
+    ///   it appeared by now.
+    private func bound(of name: String, in state: State) -> Result<UInt64, Unplaced> {
+        if let appeared = state.appeared[name] { return .success(appeared) }
+        guard let followingSince = state.followingSince else { return .success(ProcessProof.bootTicks()) }
+        guard let unique = UniqueName(name) else {
+            return .failure(Unplaced(description: "its unique name '\(name.prefix(40))' cannot be placed among the others"))
+        }
+        guard let first = state.firstSeen, let latest = state.latestSeen, first <= unique else {
+            return .success(followingSince)
+        }
+        guard latest < unique else {
+            return .failure(
+                Unplaced(
+                    description: "the broker could not keep its appearance on the bus (it keeps \(limit) "
+                        + "connections'), so its process cannot be proved"))
+        }
+        return .success(ProcessProof.bootTicks())
+    }
+
+    /// Notes a sandboxed caller of the sandboxed apps' name, which then gets the changes it may read; false
+    /// when the table is full and the caller cannot be kept (it is then refused: it would miss its changes
+    /// unknowingly).
+    func listen(_ name: String, as app: AppConfinement) -> Bool {
         state.withLock { state in
-            if state.listeners.count >= Self.limit { state.listeners.removeAll() }
+            guard state.listeners[name] == nil else { return true }
+            guard state.listeners.count < limit else { return false }
             state.listeners[name] = app
+            return true
         }
     }
 
@@ -115,6 +182,22 @@ final class PeerIdentities: Sendable {
     var listeners: [(name: String, app: AppConfinement)] {
         state.withLock { $0.listeners.map { ($0.key, $0.value) } }
     }
+}
+
+/// A unique name's place on the bus: `:1.42` is (1, 42). The bus daemon gives them in increasing order, so a
+/// name's place tells whether it appeared before or after another.
+struct UniqueName: Comparable, Sendable {
+    var first: UInt64
+    var second: UInt64
+
+    init?(_ name: String) {
+        guard name.hasPrefix(":") else { return nil }
+        let parts = name.dropFirst().split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 2, let first = UInt64(parts[0]), let second = UInt64(parts[1]) else { return nil }
+        (self.first, self.second) = (first, second)
+    }
+
+    static func < (left: Self, right: Self) -> Bool { (left.first, left.second) < (right.first, right.second) }
 }
 
 /// `O_PATH`, which Glibc's module does not bring to Swift: a descriptor that only names a folder.

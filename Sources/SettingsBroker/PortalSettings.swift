@@ -12,8 +12,9 @@ import Synchronization
 /// The broker owns `org.freedesktop.impl.portal.desktop.settingsbus` on the session bus and serves the object
 /// `/org/freedesktop/portal/desktop`; `dbus/settingsbus.portal` names it to `xdg-desktop-portal` (see
 /// `docs/sandboxed-apps.md` for the `portals.conf` line that selects it). A key whose value does not have the
-/// portal's exact type is left out, as a key with no value is; `SettingChanged` is sent only when a key's value
-/// really changes.
+/// portal's exact type is left out, as a key with no value is; `SettingChanged` is sent only when the value an
+/// app reads really changes, with that value: a key left out is announced with the portal's default for it
+/// (``defaults``), so that apps stop using the value it had.
 final class PortalSettings: Sendable {
     /// The backend's bus name.
     static let busName: BusName = "org.freedesktop.impl.portal.desktop.settingsbus"
@@ -31,6 +32,15 @@ final class PortalSettings: Sendable {
         ("accent-color", .structure([.double, .double, .double])),
         ("contrast", .uint32),
         ("reduced-motion", .uint32),
+    ]
+
+    /// What an app takes a key the backend leaves out for (the portal's documentation of each key): no
+    /// preference, and an accent colour out of range, which means none.
+    static let defaults: [String: DBusValue] = [
+        "color-scheme": .uint32(0),
+        "accent-color": .structure([.double(-1), .double(-1), .double(-1)]),
+        "contrast": .uint32(0),
+        "reduced-motion": .uint32(0),
     ]
 
     private let store: DurableStore
@@ -112,11 +122,20 @@ final class PortalSettings: Sendable {
             ])
     }
 
-    /// Serves the backend on the connection: its object, then its name. A name another process holds is
-    /// logged, and the broker serves on without it.
+    /// Serves the backend on the connection: its object, then its name. A name another process holds, or one
+    /// the bus's policy does not let the broker own, is logged, and the broker serves on without it.
     func serve(on connection: DBusConnection) async throws {
         try await connection.export([interface], at: Self.objectPath)
-        guard try await connection.requestName(Self.busName, flags: [.doNotQueue]) == .primaryOwner else {
+        let reply: RequestNameReply
+        do {
+            reply = try await connection.requestName(Self.busName, flags: [.doNotQueue])
+        } catch {
+            logger.warning(
+                "\(Self.busName) cannot be owned on this bus: the desktop portal is not served from this broker",
+                metadata: ["error": "\(error)"])
+            return
+        }
+        guard reply == .primaryOwner else {
             logger.warning("\(Self.busName) is owned by another process: the desktop portal is not served from this broker")
             return
         }
@@ -138,9 +157,14 @@ final class PortalSettings: Sendable {
             || change.removed.contains { $0.hasPrefix(Self.directory) }
         guard touched else { return }
         let now = Self.values(in: store)
+        // What an app reads of each key, before and after: a key left out reads as its default.
         let changed = announced.withLock { announced in
             defer { announced = now }
-            return now.filter { announced[$0.key] != $0.value }.sorted { $0.key < $1.key }
+            return Self.keys.compactMap { key -> (String, DBusValue)? in
+                let before = announced[key.name] ?? Self.defaults[key.name]
+                guard let after = now[key.name] ?? Self.defaults[key.name], after != before else { return nil }
+                return (key.name, after)
+            }
         }
         for (key, value) in changed {
             let signal = DBusMessage.signal(

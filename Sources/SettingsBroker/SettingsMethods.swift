@@ -162,7 +162,7 @@ struct SettingsMethods: Sendable {
                     (try? SettingPath(change.key)).map { app.reads($0, shared: shared) } ?? false
                 }
                 guard !commit.changes.isEmpty else { return nil }
-                if !(commit.changes.allSatisfy { (try? SettingPath($0.key)).map(app.writes) ?? false }) {
+                if !(commit.changes.allSatisfy { (try? SettingPath($0.key)).map { app.writes($0, shared: shared) } ?? false }) {
                     commit.writer = ""
                     commit.process = ""
                     commit.pid = 0
@@ -184,7 +184,7 @@ struct SettingsMethods: Sendable {
     // MARK: - Writes
 
     func set(_ call: DBusMethodCall, _ request: Settings1.SetRequest) throws(SettingsError) -> Changeset {
-        try confine(call) { app, _ in app.writes(request.key) ? nil : "\(request.key)" }
+        try confine(call) { app, shared in app.writes(request.key, shared: shared) ? nil : "\(request.key)" }
         return Changeset(sets: [(request.key, request.value)], origin: SettingsInterface.origin(call))
     }
 
@@ -193,7 +193,7 @@ struct SettingsMethods: Sendable {
         -> Changeset
     {
         let key = request.key
-        try confine(call) { app, _ in app.writes(key) ? nil : "\(key)" }
+        try confine(call) { app, shared in app.writes(key, shared: shared) ? nil : "\(key)" }
         let size = request.text.utf8.count
         guard size <= SettingsInterface.maximumTextSize else {
             throw .tooLarge(
@@ -211,9 +211,11 @@ struct SettingsMethods: Sendable {
     }
 
     func apply(_ call: DBusMethodCall, _ request: Settings1.ApplyRequest) throws(SettingsError) -> Changeset {
-        try confine(call) { app, _ in
-            if let key = request.sets.first(where: { !app.writes($0.0) })?.0 { return "\(key) (in an Apply)" }
-            return request.resets.first { !app.writes($0) }.map { "\($0) (in an Apply)" }
+        try confine(call) { app, shared in
+            if let key = request.sets.first(where: { !app.writes($0.0, shared: shared) })?.0 {
+                return "\(key) (in an Apply)"
+            }
+            return request.resets.first { !app.writes($0, shared: shared) }.map { "\($0) (in an Apply)" }
         }
         var changeset = Changeset(origin: SettingsInterface.origin(call))
         changeset.sets = request.sets
@@ -223,13 +225,13 @@ struct SettingsMethods: Sendable {
     }
 
     func reset(_ call: DBusMethodCall, _ request: Settings1.ResetRequest) throws(SettingsError) -> Changeset {
-        try confine(call) { app, _ in app.writes(request.location) ? nil : "\(request.location)" }
+        try confine(call) { app, shared in app.writes(request.location, shared: shared) ? nil : "\(request.location)" }
         return Changeset(resets: [request.location], origin: SettingsInterface.origin(call))
     }
 
     func register(_ call: DBusMethodCall, _ request: Settings1.RegisterRequest) throws(SettingsError) -> Changeset {
         let schema = request.schema
-        try confine(call) { app, _ in app.writes(request.key) ? nil : "registering \(request.key)" }
+        try confine(call) { app, shared in app.writes(request.key, shared: shared) ? nil : "registering \(request.key)" }
         try schema.validate(for: request.key)
         var changeset = Changeset(registrations: [(request.key, schema)], origin: SettingsInterface.origin(call))
         changeset.replacing = request.options.replace
@@ -237,7 +239,7 @@ struct SettingsMethods: Sendable {
     }
 
     func unregister(_ call: DBusMethodCall, _ request: Settings1.UnregisterRequest) throws(SettingsError) -> Changeset {
-        try confine(call) { app, _ in app.writes(request.key) ? nil : "unregistering \(request.key)" }
+        try confine(call) { app, shared in app.writes(request.key, shared: shared) ? nil : "unregistering \(request.key)" }
         var changeset = Changeset(
             resets: request.removeValue ? [.key(request.key)] : [], origin: SettingsInterface.origin(call))
         changeset.unregistrations = [request.key]
@@ -259,7 +261,11 @@ struct SettingsMethods: Sendable {
         case .host:
             return nil
         case .app(let app):
-            if confinement.unicastsChanges { confinement.peers.listen(sender, as: app) }
+            if confinement.unicastsChanges, !confinement.peers.listen(sender, as: app) {
+                throw .accessDenied(
+                    "the broker already sends changes to \(confinement.peers.limit) sandboxed callers, and cannot "
+                        + "keep another: the caller is refused rather than left without its changes")
+            }
             return app
         case .unproved(let why):
             throw .accessDenied("the caller cannot be identified, so it is refused: \(why)")

@@ -15,6 +15,7 @@ Commands:
   {"op": "wait", "key": K, "seconds": T, "member": M}
       runs until a signal M (Changed unless given) naming K arrives (or T seconds pass), then answers
       {"signals": [{"sender", "destination", "member", "body"}...], "seen": bool} with every signal kept
+  {"op": "forget"}                       forgets the signals kept so far
   {"op": "spawn-holder", "address": A, "call": bool}
       starts a child process that connects to A, makes one Get if "call", forks a grandchild that keeps the
       connection, and exits; answers {"pid": the child's pid in the sandbox, "name": its unique name} once the
@@ -155,6 +156,9 @@ def main():
         elif op == "watch":
             connection.add_signal_receiver(
                 keep, sender_keyword="sender", destination_keyword="destination", member_keyword="member")
+            answer = {"ok": True}
+        elif op == "forget":
+            kept.clear()
             answer = {"ok": True}
         elif op == "wait":
             answer = wait(command)

@@ -30,16 +30,35 @@ import Testing
 
     @Test func anAppIdMapsToItsReversedDomainSubtree() throws {
         let app = try AppConfinement.make(appID: "org.example.Editor").get()
+        let none = SharedKeys.List()
         #expect(app.subtree.rawValue == "/org/example/Editor/")
-        #expect(app.writes(try SettingPath("/org/example/Editor/font-size")))
-        #expect(app.writes(try SettingPath("/org/example/Editor/deep/key")))
-        #expect(!app.writes(try SettingPath("/org/example/EditorX/key")))
-        #expect(!app.writes(try SettingPath("/org/example/key")))
-        #expect(!app.writes(.directory(try SettingDirectory("/org/example/"))))
-        // Names that make no subtree prove no app.
-        for id in ["Editor", "org..Editor", ".org.Editor", "org.example.Editor/evil", "org.ex ample.Editor", "org.1x.Editor", ""] {
+        #expect(app.writes(try SettingPath("/org/example/Editor/font-size"), shared: none))
+        #expect(app.writes(try SettingPath("/org/example/Editor/deep/key"), shared: none))
+        #expect(!app.writes(try SettingPath("/org/example/EditorX/key"), shared: none))
+        #expect(!app.writes(try SettingPath("/org/example/key"), shared: none))
+        #expect(!app.writes(.directory(try SettingDirectory("/org/example/")), shared: none))
+        // Names that make no subtree prove no app, nor does a name of fewer than three elements (as with Flatpak).
+        for id in [
+            "Editor", "org..Editor", ".org.Editor", "org.example.Editor/evil", "org.ex ample.Editor", "org.1x.Editor", "",
+            "org.example",
+        ] {
             #expect(throws: ProcessProof.InfoProblem.self, "\(id)") { try AppConfinement.make(appID: id).get() }
         }
+    }
+
+    @Test func aSharedKeyIsReadOnlyInAnAppsOwnSubtree() throws {
+        var shared = SharedKeys.List()
+        shared.keys = [try SettingPath("/org/gnome/desktop/interface/color-scheme")]
+        shared.directories = [try SettingDirectory("/org/freedesktop/appearance/")]
+        let interface = try AppConfinement.make(appID: "org.gnome.desktop.interface").get()
+        #expect(interface.reads(try SettingPath("/org/gnome/desktop/interface/color-scheme"), shared: shared))
+        #expect(!interface.writes(try SettingPath("/org/gnome/desktop/interface/color-scheme"), shared: shared))
+        #expect(interface.writes(try SettingPath("/org/gnome/desktop/interface/clock-format"), shared: shared))
+        #expect(!interface.writes(.directory(try SettingDirectory("/org/gnome/desktop/interface/")), shared: shared))
+        let appearance = try AppConfinement.make(appID: "org.freedesktop.appearance").get()
+        #expect(!appearance.writes(try SettingPath("/org/freedesktop/appearance/color-scheme"), shared: shared))
+        #expect(!appearance.writes(.directory(try SettingDirectory("/org/freedesktop/appearance/")), shared: shared))
+        #expect(!appearance.writes(.directory(try SettingDirectory("/org/freedesktop/appearance/deep/")), shared: shared))
     }
 
     @Test func theAdministratorsFileReplacesTheSharedKeysAndTheUsersAddsAndTakesAway() throws {

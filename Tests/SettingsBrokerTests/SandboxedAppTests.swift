@@ -172,6 +172,72 @@ struct SandboxedAppTests {
         }
     }
 
+    /// Apps whose ids name a shared directory, or a directory above shared keys, read the shared keys and write
+    /// none of them, whole directory or key; an id of fewer than three elements proves no app (as with Flatpak).
+    @Test func anAppWhoseIdNamesASharedDirectoryWritesNoneOfIt() async throws {
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus)
+            try await Self.seed(bus)
+            let host = try await bus.connect()
+            _ = try await host.settings("Set", [.string("/org/gnome/desktop/interface/color-scheme"), .variant(.string("default"))])
+            for (id, writes, refused) in [
+                (
+                    "org.freedesktop.appearance", [String](),
+                    [
+                        ("Set", "sv", "('/org/freedesktop/appearance/color-scheme', dbus.UInt32(2, variant_level=1))"),
+                        ("Reset", "s", "('/org/freedesktop/appearance/color-scheme',)"),
+                        ("Reset", "s", "('/org/freedesktop/appearance/',)"),
+                        (
+                            "Register", "ssva{sv}",
+                            "('/org/freedesktop/appearance/color-scheme', 'u', dbus.UInt32(0, variant_level=1), {})"
+                        ),
+                    ]
+                ),
+                (
+                    "org.gnome.desktop.interface", ["/org/gnome/desktop/interface/clock-format"],
+                    [
+                        ("Set", "sv", "('/org/gnome/desktop/interface/color-scheme', dbus.String('prefer-dark', variant_level=1))"),
+                        ("Reset", "s", "('/org/gnome/desktop/interface/',)"),
+                        (
+                            "Apply", "a{sv}asa{sv}",
+                            "({}, ['/org/gnome/desktop/interface/color-scheme'], {})"
+                        ),
+                    ]
+                ),
+                ("org.gnome.desktop", ["/org/gnome/desktop/session/idle-delay"], [("Reset", "s", "('/org/gnome/desktop/',)")]),
+            ] {
+                let app = try Self.sandbox(bus, info: .application(id))
+                _ = try await app.run(["op": "proxy", "address": bus.address, "talk": [Self.sandboxedName]])
+                let read = try await app.call("Get", "s", "('/org/freedesktop/appearance/color-scheme',)")
+                #expect(read["ok"] != nil, "\(id): \(read)")
+                for key in writes {
+                    let own = try await app.call("Set", "sv", "('\(key)', dbus.String('x', variant_level=1))")
+                    #expect(own["ok"] != nil, "\(id) \(key): \(own)")
+                }
+                for (method, signature, arguments) in refused {
+                    let answer = try await app.call(method, signature, arguments)
+                    #expect(Self.errorName(answer) == "AccessDenied", "\(id) \(method) \(arguments): \(answer)")
+                }
+                await app.stop()
+            }
+            // The shared keys are as the host left them.
+            #expect(try await host.settings("Get", [.string("/org/freedesktop/appearance/color-scheme")]) == [.variant(.uint32(1))])
+            #expect(
+                try await host.settings("Get", [.string("/org/gnome/desktop/interface/color-scheme")]) == [
+                    .variant(.string("default"))
+                ])
+            // An id of two elements proves no app.
+            let short = try Self.sandbox(bus, info: .application("org.freedesktop"))
+            _ = try await short.run(["op": "proxy", "address": bus.address, "talk": [Self.sandboxedName]])
+            let answer = try await short.call("Get", "s", "('/org/freedesktop/appearance/color-scheme',)")
+            #expect(Self.errorName(answer) == "AccessDenied", "\(answer)")
+            #expect((answer["message"] as? String ?? "").contains("at least three"), "\(answer)")
+            await short.stop()
+            await host.close()
+            _ = await broker.stop()
+        }
+    }
+
     @Test func throughAProxyAnAppGetsItsOwnChangesAndNoOtherAppsBroadcast() async throws {
         try await withTestBus { bus in
             let broker = try await TestBroker.start(on: bus)
@@ -354,6 +420,15 @@ struct SandboxedAppTests {
             let body = "\(schemes.first?["body"] ?? "")"
             #expect(body.contains("2"), "\(schemes)")
 
+            // When: the host resets the key, which leaves it out of what the backend serves.
+            _ = try await app.run(["op": "forget"])
+            _ = try await host.settings("Reset", [.string("/org/freedesktop/appearance/color-scheme")])
+            let reset = try await app.run(["op": "wait", "member": "SettingChanged", "key": "color-scheme", "seconds": 30])
+            // Then: the app hears the value it now reads, the portal's default, no preference (0).
+            #expect(reset["seen"] as? Bool == true, "\(reset)")
+            let resetBodies = try #require(reset["signals"] as? [[String: Any]]).map { "\($0["body"] ?? "")" }
+            #expect(resetBodies.contains { $0.contains("color-scheme") && $0.hasSuffix("0]") }, "\(resetBodies)")
+
             await host.close()
             await app.stop()
             _ = await portal.terminate()
@@ -371,8 +446,22 @@ struct SandboxedAppTests {
             "giving a pid to a chosen process sets the kernel's next pid, which only root may"),
         arguments: [true, false])
     func aConnectionWhosePidIsReusedByAHostProcessGainsNothing(calledFirst: Bool) async throws {
+        try await Self.reuseThePidOfAConnection(calledFirst: calledFirst, restartingTheBroker: false)
+    }
+
+    /// The same after the broker restarts between the connection and the reuse: the new broker never saw the
+    /// name appear, and bounds it by the moment it began following names, not by the moment of its call.
+    @Test(
+        .enabled(
+            if: access("/proc/sys/kernel/ns_last_pid", W_OK) == 0,
+            "giving a pid to a chosen process sets the kernel's next pid, which only root may"))
+    func aConnectionWhosePidIsReusedAfterTheBrokerRestartedGainsNothing() async throws {
+        try await Self.reuseThePidOfAConnection(calledFirst: false, restartingTheBroker: true)
+    }
+
+    static func reuseThePidOfAConnection(calledFirst: Bool, restartingTheBroker: Bool) async throws {
         try await withTestBus { bus in
-            let broker = try await TestBroker.start(on: bus)
+            var broker = try await TestBroker.start(on: bus)
             try await Self.seed(bus)
             let app = try Self.sandbox(bus, info: .application("org.example.Editor"))
             let report = try await app.run([
@@ -388,6 +477,10 @@ struct SandboxedAppTests {
             await host.close()
             guard case .uint32(let busPid)? = pidReply.first else { throw SandboxFailure(description: "\(pidReply)") }
             let pid = Int(busPid)
+            if restartingTheBroker {
+                _ = await broker.stop()
+                broker = try await TestBroker.start(on: bus)
+            }
             // The clock moves on past the tick the connection appeared in, as any reuse in practice does.
             let start = Self.bootTicks()
             while Self.bootTicks() < start + 2 {}

@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: Apache-2.0
+
+@testable import SettingsBroker
+import Synchronization
+import Testing
+
+/// The rules ``PeerIdentities`` keeps callers by, with a prover that records what it is asked and answers as told
+/// (`SandboxedAppTests` runs the real proof in real sandboxes): what bounds a caller's appearance, and what a full
+/// table does.
+@Suite struct PeerIdentitiesTests {
+    /// A prover that answers `answer` and records the bound it was given for each pid.
+    final class Prover: Sendable {
+        let asked = Mutex<[UInt32: UInt64]>([:])
+        let answer = Mutex<PeerIdentity>(.host)
+
+        var prove: @Sendable (UInt32, UInt64) -> PeerIdentity {
+            { pid, bound in
+                self.asked.withLock { $0[pid] = bound }
+                return self.answer.withLock { $0 }
+            }
+        }
+    }
+
+    static func app(_ id: String) throws -> PeerIdentity { .app(try AppConfinement.make(appID: id).get()) }
+
+    @Test func aNameThatAppearedBeforeTheFollowingIsBoundedByItsStartNotByItsCall() throws {
+        let prover = Prover()
+        let peers = PeerIdentities(prove: prover.prove)
+        // :1.5 connected while no broker followed names.
+        peers.startedFollowing()
+        let following = ProcessProof.bootTicks()
+        peers.appeared(":1.9")
+        // The clock moves on before the early name's first call.
+        while ProcessProof.bootTicks() < following + 2 {}
+        _ = peers.identity(of: ":1.5", pid: 500)
+        let bound = try #require(prover.asked.withLock { $0[500] })
+        #expect(bound <= following, "bounded by \(bound), the following took effect by \(following)")
+        // A name seen appearing is bounded by its appearance; one later than every name seen (its appearance
+        // still on its way) by the moment of its call.
+        _ = peers.identity(of: ":1.9", pid: 900)
+        #expect(try #require(prover.asked.withLock { $0[900] }) <= following + 1)
+        _ = peers.identity(of: ":1.12", pid: 1200)
+        #expect(try #require(prover.asked.withLock { $0[1200] }) >= following + 2)
+    }
+
+    @Test func aFullTableKeepsWhatItProvedAndRefusesTheCallerItCannotKeep() throws {
+        let prover = Prover()
+        let peers = PeerIdentities(limit: 4, prove: prover.prove)
+        peers.startedFollowing()
+        let editor = try Self.app("org.example.Editor")
+        prover.answer.withLock { $0 = editor }
+        peers.appeared(":1.10")
+        #expect(peers.identity(of: ":1.10", pid: 10) == editor)
+        // Other callers fill every table.
+        prover.answer.withLock { $0 = .host }
+        for number in 11...20 {
+            peers.appeared(":1.\(number)")
+            _ = peers.identity(of: ":1.\(number)", pid: UInt32(number))
+        }
+        // The app identified first is still known as itself, though its process may be gone by now: it is never
+        // asked again, and so never served as the host its pid may come to name.
+        prover.asked.withLock { $0[10] = nil }
+        #expect(peers.identity(of: ":1.10", pid: 10) == editor)
+        #expect(prover.asked.withLock { $0[10] } == nil)
+        // A caller that cannot be kept is refused, not promoted; one whose appearance could not be kept too.
+        guard case .unproved(let why) = peers.identity(of: ":1.14", pid: 14) else {
+            Issue.record("a caller the full table cannot keep was served")
+            return
+        }
+        #expect(why.contains("already keeps"), "\(why)")
+        // When a name leaves, its places are free again for a name that appears next.
+        peers.left(":1.11")
+        peers.appeared(":1.21")
+        #expect(peers.identity(of: ":1.21", pid: 21) == .host)
+    }
+
+    @Test func aNameWhoseAppearanceCouldNotBeKeptIsRefused() throws {
+        let prover = Prover()
+        let peers = PeerIdentities(limit: 2, prove: prover.prove)
+        peers.startedFollowing()
+        for number in 1...5 { peers.appeared(":1.\(number)") }
+        // :1.3 to :1.5 appeared while the broker followed, but the table kept only two.
+        guard case .unproved(let why) = peers.identity(of: ":1.4", pid: 4) else {
+            Issue.record("a caller whose appearance was not kept was proved")
+            return
+        }
+        #expect(why.contains("could not keep its appearance"), "\(why)")
+        #expect(prover.asked.withLock { $0[4] } == nil)
+    }
+
+    @Test func aListenerThatCannotBeKeptIsRefused() throws {
+        let peers = PeerIdentities(limit: 2)
+        let app = try AppConfinement.make(appID: "org.example.Editor").get()
+        #expect(peers.listen(":1.1", as: app))
+        #expect(peers.listen(":1.2", as: app))
+        #expect(!peers.listen(":1.3", as: app))
+        // A listener already kept stays kept; one that leaves makes room.
+        #expect(peers.listen(":1.1", as: app))
+        #expect(peers.listeners.count == 2)
+        peers.left(":1.1")
+        #expect(peers.listen(":1.3", as: app))
+    }
+}
