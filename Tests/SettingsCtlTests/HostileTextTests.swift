@@ -127,4 +127,40 @@ struct HostileTextTests {
             #expect(await broker.stop() == 0)
         }
     }
+
+    /// A process that took the broker's name answers with such text: the key names of `list`, the fields of
+    /// `status` and an error's message are made visible, and the JSON keeps them exact.
+    @Test func textAServiceOnTheBrokersNameChoseIsPrintedVisible() async throws {
+        try await withTestBus { bus in
+            let text = "\u{1B}[8m\u{202E}\u{2028}\u{9B}"
+            let hostile = try RunningProcess.start(
+                "/usr/bin/python3", [Ctl.repository.appendingPathComponent("Tests/Peers/hostile_broker.py").path, text],
+                environment: bus.environment)
+            let ready = try await hostile.nextLine()
+            try #require(ready?.hasPrefix("READY ") == true, "\(String(describing: ready))")
+
+            let list = try await Ctl.output(bus, ["list", "/test/"])
+            Self.expectVisible(list, "list")
+            #expect(list == #"name\x1b[8m\u202e\u2028\u009b"# + "\nplain\n")
+            let names = try #require(try Self.json(try await Ctl.output(bus, ["list", "--json", "/test/"])) as? [String])
+            #expect(names == ["name" + text, "plain"])
+
+            let status = try await Ctl.output(bus, ["status"])
+            Self.expectVisible(status, "status")
+            #expect(status.contains(#"/tmp/store\x1b[8m\u202e\u2028\u009b"#), "\(status)")
+            let fields = try #require(try Self.json(try await Ctl.output(bus, ["status", "--json"])) as? [String: Any])
+            #expect(fields["store"] as? String == "/tmp/store" + text)
+            #expect(fields["problem"] as? String == text)
+
+            let refused = try await Ctl.run(bus, ["get", "/test/key"])
+            #expect(refused.status != 0)
+            Self.expectVisible(refused.stderr, "an error")
+            #expect(refused.stderr.contains(#"refused\x1b[8m\u202e\u2028\u009b"#), "\(refused.stderr)")
+
+            // Completion offers no name that the key grammar refuses.
+            #expect(try await CompletionTests.complete("settingsctl get /test/", on: bus) == ["/test/plain"])
+            hostile.closeInput()
+            #expect(await hostile.waitForExit() == 0)
+        }
+    }
 }
