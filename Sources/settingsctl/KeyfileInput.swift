@@ -78,7 +78,7 @@ struct KeyfileInput {
     /// Judges whole lines (the last without its newline) and keeps what they set.
     mutating func add(_ bytes: ArraySlice<UInt8>) throws(CtlError) {
         let first = number + 1
-        number += bytes.count { $0 == UInt8(ascii: "\n") } + 1
+        number += Self.newlines(in: bytes) + 1
         guard let text = String(validating: bytes, as: UTF8.self) else {
             var line = first
             for piece in bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
@@ -105,6 +105,20 @@ struct KeyfileInput {
             comments.append(comment)
         }
         if let group = Self.lastGroupLine(in: bytes) { groupLine = group }
+    }
+
+    /// The number of newlines in the bytes (counted with `memchr`, which a debug build does not slow down).
+    static func newlines(in bytes: ArraySlice<UInt8>) -> Int {
+        bytes.withUnsafeBytes { buffer in
+            guard var next = buffer.baseAddress else { return 0 }
+            let end = next + buffer.count
+            var count = 0
+            while next < end, let found = memchr(next, Int32(UInt8(ascii: "\n")), end - next) {
+                count += 1
+                next = UnsafeRawPointer(found) + 1
+            }
+            return count
+        }
     }
 
     /// The last `[group]` line of whole lines, trimmed: the last line whose first byte that is not white space
