@@ -10,7 +10,9 @@ public enum SyncProcess: Sendable {
     /// (`settings-sync --channel-fd 3`); the program ends when the broker closes its end.
     case start(executable: String)
     /// The sync process is started by a unit of its own (a systemd socket unit, `settings-sync.socket`), with
-    /// the network the broker's unit does not have; the broker connects to its unix socket.
+    /// the network the broker's unit does not have; the broker connects to its unix socket, and sends nothing
+    /// unless the socket's folders and the listening process are its own user's or root's
+    /// (``trustedSocketPath(_:)``, ``checkListener(of:at:)``).
     case connect(socket: String)
 
     /// `settings-sync` in the folder of this process's executable.
@@ -73,7 +75,9 @@ public enum SyncProcess: Sendable {
             }
             close(pair[1])
             return Running(channel: MessageChannel(descriptor: pair[0], label: "settings-sync"), pid: pid)
-        case .connect(let path):
+        case .connect(let given):
+            // Nothing is sent before both the path and the listener are known to be this user's (or root's).
+            let path = try Self.trustedSocketPath(given)
             let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
             guard descriptor >= 0 else {
                 throw Failure("cannot make a socket for the sync process: \(String(cString: strerror(errno)))")
@@ -98,6 +102,12 @@ public enum SyncProcess: Sendable {
                 let reason = String(cString: strerror(errno))
                 close(descriptor)
                 throw Failure("cannot reach the sync process at \(path): \(reason)")
+            }
+            do throws(Failure) {
+                try Self.checkListener(of: descriptor, at: path)
+            } catch {
+                close(descriptor)
+                throw error
             }
             return Running(channel: MessageChannel(descriptor: descriptor, label: "settings-sync"), pid: nil)
         }
