@@ -46,8 +46,15 @@
 #define SETTINGS_BUS_NAME "io.github.settingsbus.Settings1"
 #define SETTINGS_OBJECT_PATH "/io/github/settingsbus/Settings1"
 #define SETTINGS_INTERFACE "io.github.settingsbus.Settings1"
-// A call that takes longer than this fails; the copy then stays as it is (reads give the schema's defaults).
+// A write left unanswered this long is undone.
 #define CALL_TIMEOUT_MS 10000
+// The longest a thread of the app waits for the broker: a read, a call, sync. Five times the slowest start of a
+// broker by D-Bus activation measured with 100,000 keys on a busy machine (384 ms, docs/benchmarks.md), so that
+// the first read of an app that starts the broker is served by it. A wait that ends unanswered marks the broker
+// as not answering: until it answers again, no thread waits for it at all, reads serve what the copy holds (else
+// the schema's defaults), and writes are refused; the reads sent meanwhile are taken when it answers, and what
+// they change is announced.
+#define BROKER_WAIT_MS 2000
 
 typedef struct {
     GSettingsBackend parent_instance;
@@ -70,6 +77,7 @@ typedef struct {
     GThread *signal_thread;
     guint description_subscription;
     gint warned_unreachable; // whether a read's failure was logged (atomic)
+    gboolean unanswering; // a wait for the broker ended unanswered, and it has not answered since
     GHashTable *calls; // GUINT_TO_POINTER(a call's message serial) -> WaitedCall, while a thread waits for it
     // The unique name that owns the broker's name, followed by the connection's filter in the order of the bus
     // (GetNameOwner at start, then NameOwnerChanged); NULL: none. Only its answers and signals count.
@@ -147,6 +155,28 @@ typedef struct {
 // A directory's read: a broker older than version 5 answers UnknownMethod to ReadTreeLayers; then its
 // ReadTreeWithoutSchemaDefaults (version 4), else its ReadTree, gives the values it serves, taken as the user's.
 static const gchar *const read_methods[] = {"ReadTreeLayers", "ReadTreeWithoutSchemaDefaults", "ReadTree"};
+
+// The end of a wait for the broker that starts now: BROKER_WAIT_MS away, or now when the broker is not answering.
+// Lock held.
+static gint64 wait_deadline_locked(SettingsBusBackend *self) {
+    return g_get_monotonic_time() + (self->unanswering ? 0 : (gint64) BROKER_WAIT_MS * 1000);
+}
+
+// A wait for the broker ended unanswered: no thread waits for it again until it answers. Returns whether this is
+// news to log (say_unanswering, once for the process). Lock held.
+static gboolean mark_unanswering_locked(SettingsBusBackend *self) {
+    gboolean news = !self->unanswering;
+    self->unanswering = TRUE;
+    return news;
+}
+
+static void say_unanswering(void) {
+    static gint said = 0;
+    if (!g_atomic_int_compare_and_exchange(&said, 0, 1)) return;
+    g_warning("settingsbus: the settings broker does not answer within %d s: settings read what this app knew, "
+              "else their defaults, and are not written, until it answers",
+              BROKER_WAIT_MS / 1000);
+}
 
 static void broker_call_free(BrokerCall *call) {
     g_free(call->to);
@@ -316,23 +346,34 @@ static guint32 send_call_locked(SettingsBusBackend *self, const gchar *method, G
 static GVariant *call_broker(SettingsBusBackend *self, const gchar *method, GVariant *arguments,
                              const gchar *reply_type, GError **error) {
     BrokerCall call = {CALL_WAITED, NULL, NULL, FALSE, NULL, 0, FALSE};
-    gint64 deadline = g_get_monotonic_time() + (gint64) CALL_TIMEOUT_MS * 1000;
     g_mutex_lock(&self->lock);
+    if (self->unanswering) {
+        g_mutex_unlock(&self->lock);
+        g_variant_unref(g_variant_ref_sink(arguments));
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT, "the broker does not answer");
+        return NULL;
+    }
+    gint64 deadline = wait_deadline_locked(self);
     guint32 serial = send_call_locked(self, method, arguments, &call);
+    gboolean news = FALSE;
     if (serial) {
         while (!call.done)
             if (!g_cond_wait_until(&self->idle, &self->lock, deadline)) break;
-        if (!call.done) g_hash_table_remove(self->calls, GUINT_TO_POINTER(serial));
+        if (!call.done) {
+            g_hash_table_remove(self->calls, GUINT_TO_POINTER(serial));
+            news = mark_unanswering_locked(self);
+        }
     }
     g_mutex_unlock(&self->lock);
     g_free(call.to);
+    if (news) say_unanswering();
     if (!serial) {
         g_set_error(error, G_IO_ERROR, G_IO_ERROR_CLOSED, "cannot send %s: the connection is closed", method);
         return NULL;
     }
     if (!call.done) {
         g_set_error(error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT, "no answer to %s within %d s", method,
-                    CALL_TIMEOUT_MS / 1000);
+                    BROKER_WAIT_MS / 1000);
         return NULL;
     }
     GVariant *body = NULL;
@@ -474,8 +515,9 @@ static void warn_unread(SettingsBusBackend *self, const gchar *directory, const 
 }
 
 // Watches a directory (once; `subscribing`: for one more GSettings object) and reads it if it is not read yet:
-// when its first read failed, it is read again. Waits for the read, up to CALL_TIMEOUT_MS; a read answered later
-// is taken then, and what it changes is announced. Not called with the lock held.
+// when its first read failed, it is read again. Waits for the read, up to BROKER_WAIT_MS (not at all while the
+// broker does not answer); a read answered later is taken then, and what it changes is announced. Not called with
+// the lock held.
 static void load_directory(SettingsBusBackend *self, const gchar *directory, gboolean subscribing) {
     if (!self->bus) return;
     g_mutex_lock(&self->lock);
@@ -497,16 +539,19 @@ static void load_directory(SettingsBusBackend *self, const gchar *directory, gbo
     }
     if (subscribing) watch->users++;
     if (!watch->loaded && !watch->reading) read_watch_locked(self, directory, watch);
-    gint64 deadline = g_get_monotonic_time() + (gint64) CALL_TIMEOUT_MS * 1000;
+    gint64 deadline = wait_deadline_locked(self);
+    gboolean news = FALSE;
     while (watch && (!watch->loaded || watch->reading_locks) && (watch->reading || watch->reading_locks)) {
         if (!g_cond_wait_until(&self->idle, &self->lock, deadline)) {
             // Its read is taken when it comes, and announced.
             watch->announce = TRUE;
+            news = mark_unanswering_locked(self);
             break;
         }
         watch = g_hash_table_lookup(self->directories, directory);
     }
     g_mutex_unlock(&self->lock);
+    if (news) say_unanswering();
 }
 
 // Watches and reads the directory of a key (load_directory).
@@ -1141,6 +1186,8 @@ static gboolean take_reply(SettingsBusBackend *self, GDBusMessage *message) {
         drop_answer(sender);
         return TRUE;
     }
+    // The broker answers (or the bus daemon for it): threads wait for it again.
+    self->unanswering = FALSE;
     if (write) {
         g_hash_table_remove(self->replies, serial);
         g_mutex_unlock(&self->lock);
@@ -1191,7 +1238,10 @@ static gboolean take_owner_change(SettingsBusBackend *self, GDBusMessage *messag
     take_owner_locked(self, new_owner);
     // A new broker (started again, perhaps on an older store, or taking the name over): what the copy holds came
     // from another one.
-    if (other) read_all_again_locked(self);
+    if (other) {
+        self->unanswering = FALSE;
+        read_all_again_locked(self);
+    }
     g_mutex_unlock(&self->lock);
     return FALSE;
 }
@@ -1267,6 +1317,15 @@ static void send_write(SettingsBusBackend *self, PendingWrite *write) {
     }
 }
 
+// Whether a write cannot be stored now: the broker does not answer (a write would be undone, unanswered, and
+// `gsettings set` would exit 0).
+static gboolean unanswering(SettingsBusBackend *self) {
+    g_mutex_lock(&self->lock);
+    gboolean unanswering = self->unanswering;
+    g_mutex_unlock(&self->lock);
+    return unanswering;
+}
+
 // Whether the key is known to be locked: by an earlier get_writable, or by its directory's lock list.
 static gboolean is_locked(SettingsBusBackend *self, const gchar *key) {
     g_mutex_lock(&self->lock);
@@ -1281,7 +1340,7 @@ static gboolean settings_bus_backend_write(GSettingsBackend *backend, const gcha
     // Its directory is read first (a GSettings object has read it already): its lock list says whether the key
     // is locked, even in a process that never asked.
     if (self->bus) load_directory_of(self, key);
-    if (!self->bus || is_locked(self, key)) {
+    if (!self->bus || is_locked(self, key) || unanswering(self)) {
         g_variant_ref_sink(value);
         g_variant_unref(value);
         return FALSE;
@@ -1342,7 +1401,7 @@ static gboolean settings_bus_backend_write_tree(GSettingsBackend *backend, GTree
     // The directories first, with their lock lists (as for one write).
     g_tree_foreach(tree, load_tree_key, self);
     g_tree_foreach(tree, check_tree_key, &write);
-    if (write.locked) return FALSE;
+    if (write.locked || unanswering(self)) return FALSE;
     write.write = pending_write_new();
     write.write->kind = WRITE_APPLY;
     write.sets = g_variant_builder_new(G_VARIANT_TYPE("a{sv}"));
@@ -1366,6 +1425,7 @@ static void settings_bus_backend_reset(GSettingsBackend *backend, const gchar *k
     SettingsBusBackend *self = SETTINGS_BUS_BACKEND(backend);
     if (!self->bus || is_locked(self, key)) return;
     load_directory_of(self, key);
+    if (unanswering(self)) return;
     PendingWrite *write = pending_write_new();
     write->kind = WRITE_RESET;
     write->key = g_strdup(key);
@@ -1378,12 +1438,23 @@ static void settings_bus_backend_reset(GSettingsBackend *backend, const gchar *k
     send_write(self, write);
 }
 
-// Waits until every write made so far has been answered by the broker.
+// Waits until every write made so far has been answered by the broker, up to BROKER_WAIT_MS (not at all while it
+// does not answer): the writes have left the app (the connection is flushed), and one left unanswered is undone
+// when its time comes, if the app still runs. GLib gives sync no way to report a write that failed: g_settings_sync
+// returns nothing, and `gsettings set` exits 0 after it.
 static void settings_bus_backend_sync(GSettingsBackend *backend) {
     SettingsBusBackend *self = SETTINGS_BUS_BACKEND(backend);
+    if (self->bus) g_dbus_connection_flush_sync(self->bus, NULL, NULL);
     g_mutex_lock(&self->lock);
-    while (self->pending > 0) g_cond_wait(&self->idle, &self->lock);
+    gint64 deadline = wait_deadline_locked(self);
+    gboolean news = FALSE;
+    while (self->pending > 0)
+        if (!g_cond_wait_until(&self->idle, &self->lock, deadline)) {
+            news = mark_unanswering_locked(self);
+            break;
+        }
     g_mutex_unlock(&self->lock);
+    if (news) say_unanswering();
 }
 
 // MARK: - The object
@@ -1430,6 +1501,11 @@ static void settings_bus_backend_finalize(GObject *object) {
     g_hash_table_unref(self->in_flight);
     g_hash_table_unref(self->directories);
     g_hash_table_unref(self->writability);
+    // Writes still awaiting an answer when the app let the backend go (sync waited for them no longer).
+    GHashTableIter writes;
+    gpointer write;
+    g_hash_table_iter_init(&writes, self->replies);
+    while (g_hash_table_iter_next(&writes, NULL, &write)) pending_write_free(write);
     g_hash_table_unref(self->replies);
     // The reads still awaiting an answer (no thread waits for a call when the backend goes).
     GHashTableIter calls;

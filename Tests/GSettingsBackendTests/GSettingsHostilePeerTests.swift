@@ -329,4 +329,90 @@ struct GSettingsHostilePeerTests {
             #expect(await restored.stop() == 0)
         }
     }
+
+    /// Makes four GSettings objects (four directories) and reads a key of each, then prints how long that took and
+    /// what it read; then waits until `greeting` reads 'stored' (or 60 s pass) and says `caught up`.
+    static let fourObjects = """
+        import time, gi
+        gi.require_version('Gio', '2.0')
+        from gi.repository import Gio, GLib
+        start = time.monotonic()
+        objects = [Gio.Settings.new('org.example.Editor')] + [
+            Gio.Settings.new_with_path('org.example.Profile', f'/org/example/profiles/p{i}/') for i in range(3)]
+        values = [objects[0].get_string('greeting')] + [o.get_string('font') for o in objects[1:]]
+        print(f'{time.monotonic() - start:.2f}', ', '.join(values), flush=True)
+        loop = GLib.MainLoop()
+        def changed(s, key):
+            if s.get_string('greeting') == 'stored':
+                print('caught up', flush=True)
+                loop.quit()
+        objects[0].connect('changed::greeting', changed)
+        GLib.timeout_add_seconds(60, loop.quit)
+        loop.run()
+        """
+
+    /// The longest the module lets a thread wait for the broker (BROKER_WAIT_MS), and what else an app's four
+    /// GSettings objects may take on a loaded machine.
+    static let brokerWait = 2.0
+    static let appWork = 1.0
+
+    /// A stopped broker (SIGSTOP) holds up an app for one bounded wait in all, not one per directory: the app
+    /// reads the schema's defaults, says so once in its log, and catches up when the broker goes on.
+    @Test func aStoppedBrokerHoldsUpAnAppForOneBoundedWaitAndIsCaughtUpWith() async throws {
+        let setup = try await Setup.compiled()
+        defer { setup.remove() }
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus)
+            let connection = try await bus.connect()
+            try await GSettingsBackendTests.set("/org/example/editor/greeting", .string("stored"), connection)
+            await connection.close()
+            #expect(kill(broker.pid, SIGSTOP) == 0)
+            let app = try RunningProcess.start(
+                "/usr/bin/python3", ["-c", Self.fourObjects], environment: setup.environment(bus))
+            let made = try await app.nextLine()
+            #expect(kill(broker.pid, SIGCONT) == 0)
+            let parts = made?.split(separator: " ", maxSplits: 1) ?? []
+            let seconds = parts.first.flatMap { Double($0) } ?? .infinity
+            #expect(seconds < Self.brokerWait + Self.appWork, "\(made ?? "nothing")")
+            #expect(parts.last == "hello, Monospace 10, Monospace 10, Monospace 10", "\(made ?? "nothing")")
+            #expect(try await app.nextLine() == "caught up")
+            #expect(await app.waitForExit() == 0)
+            let log = await app.standardError()
+            let said = log.split(separator: "\n").filter { $0.contains("settingsbus: the settings broker does not answer") }
+            #expect(said.count == 1, "\(log)")
+            #expect(await broker.stop() == 0)
+        }
+    }
+
+    /// An owner of the broker's name that never answers: `gsettings get` gives the schema's default and `gsettings
+    /// set` exits non-zero (nothing was stored), each within the bounded wait.
+    @Test func gsettingsFacingABrokerThatNeverAnswersEndsWithinTheBoundAndASetFails() async throws {
+        let setup = try await Setup.compiled()
+        defer { setup.remove() }
+        try await withTestBus { bus in
+            let rogue = try RunningProcess.start(
+                "/usr/bin/python3", ["-c", Self.rogueBroker, "silent"], environment: bus.environment)
+            #expect(try await rogue.nextLine() == "ready")
+            let environment = setup.environment(bus)
+            let clock = ContinuousClock()
+            var get: TestProcess.Result?
+            let getTime = try await clock.measure {
+                get = try await TestProcess.run(
+                    "/usr/bin/gsettings", ["get", "org.example.Editor", "greeting"], environment: environment)
+            }
+            #expect(get?.status == 0, "\(get?.stderr ?? "")")
+            #expect(get?.stdout == "'hello'\n", "\(get?.stdout ?? "")")
+            #expect(getTime < .seconds(Self.brokerWait + Self.appWork), "gsettings get took \(getTime)")
+            var set: TestProcess.Result?
+            let setTime = try await clock.measure {
+                set = try await TestProcess.run(
+                    "/usr/bin/gsettings", ["set", "org.example.Editor", "greeting", "'mine'"], environment: environment)
+            }
+            #expect(set?.status != 0, "\(set?.stderr ?? "")")
+            #expect(set?.stderr.contains("settingsbus: the settings broker does not answer") == true, "\(set?.stderr ?? "")")
+            #expect(setTime < .seconds(Self.brokerWait + Self.appWork), "gsettings set took \(setTime)")
+            rogue.closeInput()
+            #expect(await rogue.waitForExit() == 0)
+        }
+    }
 }
