@@ -7,7 +7,10 @@
 // How it keeps GLib's contract for backends:
 // - Reads come from a local copy of each directory in use. The first read below a directory (or GSettings'
 //   subscribe) watches it (Changed, matched with arg0path in the bus daemon) and then reads it whole
-//   (ReadTreeLayers), before the read returns: every `gsettings` command is a new process that reads once. The
+//   (ReadTreeLayers), before the read returns: every `gsettings` command is a new process that reads once. A
+//   read whose answer does not come within BROKER_WAIT_MS gives what the copy holds (else the schema's default);
+//   its answer is taken when it comes, and what it changes announced. A directory whose read failed is read again
+//   at its next read. When the last GSettings object of a directory goes (unsubscribe), its watch and copy go. The
 //   copy keeps the user's values and the administrator's defaults apart, as dconf's engine keeps its user and
 //   system databases: a key reads the user's value, else the administrator's default, else nothing, and
 //   GSettings then gives the schema's default (translated, or the desktop's). g_settings_get_user_value() is the
@@ -20,12 +23,13 @@
 //   broker commits one connection's writes in the order they were sent. A write the broker refuses (a type,
 //   range or choice, a lock) or does not answer within 10 s is undone in the copy, with `changed` again, and
 //   logged with the broker's error.
-//   A key already known to be locked is refused at once (write returns FALSE).
+//   A key already known to be locked is refused at once (write returns FALSE), and so is every write while the
+//   broker does not answer.
 // - A key with writes of the process not answered yet reads as the last of them: the broker's Changed signals
 //   (of the process's own earlier writes, or of other processes') are kept aside for it, by serial, and the copy
 //   takes the broker's newest value once the key has no write left in flight.
 // - write_tree (g_settings_apply) is one Apply: one commit, one Changed. reset is a Reset. sync waits until the
-//   broker answered every write sent.
+//   broker answered every write sent, within BROKER_WAIT_MS.
 // - A directory read is followed by its lock list (Locks): a write of a key it locks is refused at once, even in
 //   a process that never asked (`gsettings set` then says the key is not writable). get_writable answers from
 //   the list, else from Describe, kept per key; a DescriptionChanged that names a key drops both for it (the
@@ -33,10 +37,17 @@
 // - D-Bus has no maybe type: a value of a maybe type `mT` is stored as an array `aT` of no element (nothing) or
 //   one (just the value), and read back as a maybe when the schema's type is one.
 //
-// The broker's signals are received on a thread of the module's own, with its own main context, so that they
-// are handled whether or not the app runs a main loop in the thread that first read; GSettingsBackend hands
-// `changed` to each watcher in the watcher's own context. A filter on the connection takes the broker's Changed
-// signals on GDBus's own thread as they arrive, sooner than the signal thread would.
+// - What comes from the bus is checked before GLib sees it: an answer or a signal counts only from the owner of
+//   the broker's name (followed in the order of the bus: GetNameOwner, then NameOwnerChanged) or, for an
+//   answer, from the bus daemon; a key that is not a key GSettings takes is dropped (logged once). A new owner,
+//   or a Changed whose serial went back (a store restored from its backup), has every watched directory read
+//   again.
+//
+// A filter on the connection takes, on GDBus's own thread and in the order of the bus, the answers to every call
+// the module makes (writes, reads, lock lists, the calls a thread waits for), the broker's Changed signals and
+// NameOwnerChanged. The module's thread, with its own main context, holds the subscriptions (their match rules,
+// and DescriptionChanged), so that they work whether or not the app runs a main loop in the thread that first
+// read; GSettingsBackend hands `changed` to each watcher in the watcher's own context.
 
 #define G_SETTINGS_ENABLE_BACKEND
 #include <gio/gio.h>
