@@ -85,8 +85,15 @@ struct SettingsEditor: AsyncParsableCommand {
         var logger = Logger(label: "settings-editor")
         logger.logLevel = .error
         let openBrowser = !noBrowser
+        // Connections that send no request with the session's cookie are bounded and closed in time, and so are
+        // idle ones (ConnectionBook).
+        let book = ConnectionBook()
         let app = Application(
             router: router,
+            server: .http1(
+                configuration: .init(
+                    additionalChannelHandlers: [ConnectionGuard(book: book, access: access)],
+                    idleTimeout: ConnectionBook.idleTimeout)),
             configuration: .init(address: .hostname("127.0.0.1", port: 0)),
             onServerRunning: { channel in
                 guard let port = channel.localAddress?.port, let token = access.oneTimeToken else { return }

@@ -260,6 +260,59 @@ struct EditorTests {
         }
     }
 
+    /// Another user (`nobody`, when the tests run as root) holds 1,100 connections that each sent the start of a
+    /// request and no more: the user's own login and data request are still answered within 2 s, the editor
+    /// closes every held connection within its time for a request (10 s, with 5 s to spare), and it spends
+    /// less than a tenth of the time on the CPU meanwhile.
+    @Test func halfOpenConnectionsAreClosedAndThePageStaysAnswered() async throws {
+        try await Self.withEditorStore { bus in
+            // With the soft limit of open files a desktop session gives its processes (systemd's default, 1024).
+            let editor = try RunningProcess.start(
+                "/usr/bin/prlimit",
+                ["--nofile=1024:", "--", try BuiltProduct.path("settings-editor"), "--no-browser", "--address", bus.address],
+                environment: bus.environment)
+            let url = try #require(try await editor.nextLine(), "settings-editor printed nothing")
+            let port = try #require(URLComponents(string: url)?.port)
+            let script = Ctl.repository.appendingPathComponent("Tests/Browser/editor_http.py").path
+            let hold = ["/usr/bin/python3", script, "hold", "\(port)", "1100", "30"]
+            let other = geteuid() == 0 ? ["/usr/sbin/runuser", "-u", "nobody", "--"] : []
+            let holder = try RunningProcess.start((other + hold)[0], Array((other + hold).dropFirst()))
+            try await Self.whileRunning(editor) {
+                do {
+                    let held = try #require(try await holder.nextLine(timeLimit: .seconds(60)))
+                    #expect(held.hasPrefix("held "), "\(held)")
+                    let clock = ContinuousClock()
+                    let start = clock.now
+                    let before = try #require(ProcessTimes.read(editor.child.pid))
+
+                    let asked = try await TestProcess.run(
+                        "/usr/bin/python3", [script, "ask", url, "/api/dir?path=/test/editor/"], timeLimit: .seconds(90))
+                    let answer = asked.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+                    let seconds = Double(answer.split(separator: " ").dropFirst(3).first ?? "") ?? .infinity
+                    #expect(asked.status == 0 && answer.hasPrefix("answered 200 "), "\(answer) \(asked.stderr)")
+                    #expect(seconds < 2, "the user's page is answered within 2 s while the connections are held: \(answer)")
+
+                    let closed = try #require(try await holder.nextLine(timeLimit: .seconds(60)))
+                    let after = try #require(ProcessTimes.read(editor.child.pid))
+                    let wall = clock.now - start
+                    let cpu = after.ownMilliseconds - before.ownMilliseconds
+                    let count = held.split(separator: " ").last.map(String.init) ?? "?"
+                    #expect(closed.hasPrefix("closed \(count) of \(count),"), "every held connection is closed: \(closed)")
+                    let last = Double(closed.split(separator: " ").dropFirst(7).first ?? "") ?? .infinity
+                    #expect(last < 15, "the held connections are closed within 15 s: \(closed)")
+                    let wallMilliseconds = Double(wall.components.seconds) * 1000 + Double(wall.components.attoseconds) / 1e15
+                    print("half-open connections: \(held); \(answer); \(closed); editor CPU \(cpu) ms in \(wallMilliseconds) ms")
+                    #expect(cpu < wallMilliseconds / 10, "the editor spent \(cpu) ms of CPU in \(wallMilliseconds) ms")
+                } catch {
+                    _ = await holder.terminate()
+                    throw error
+                }
+                #expect(await holder.waitForExit() == 0)
+            }
+            #expect(await editor.terminate() == 0)
+        }
+    }
+
     /// The raw bytes of `/api/events` while another process changes the secret key and then an ordinary one:
     /// the secret's change is told, its value is not (only Reveal gives it).
     @Test func aSecretKeysChangeIsToldWithoutItsValue() async throws {
