@@ -125,7 +125,66 @@ extension DurableStore {
 
     /// The oldest changes queued for the database, at most `limit`.
     func queuedSyncChanges(limit: Int) async throws -> [SyncChange] {
-        try await persistence.queuedChanges(limit: limit)
+        try await queuedSyncChanges(limit: limit, bytes: .max, stop: { false }) ?? []
+    }
+
+    /// The most text of queued changes one use of the store's connection copies (but at least one row): a
+    /// local commit waits for no more than that behind the sync process's `Take`.
+    static let syncReadSlice = 1 << 20
+
+    /// The oldest changes queued for the database, at most `limit` and `bytes` of keys and values (at least
+    /// one change), oldest first; nil when `stop` answers true, which it is asked before each slice.
+    ///
+    /// The queue is read in slices of about ``syncReadSlice`` of text, each one short use of the store's
+    /// connection, and the values are parsed outside it: local commits go on between the slices. A key
+    /// written again meanwhile is taken once, with its newer change. Rows that cannot be read are dropped
+    /// from the queue (only a damaged row is unreadable).
+    func queuedSyncChanges(limit: Int, bytes budget: Int, stop: @Sendable () -> Bool) async throws -> [SyncChange]? {
+        var changes: [SyncChange] = []
+        var sizes: [Int] = []
+        var indices: [SettingPath: Int] = [:]
+        var bytes = 0
+        var after: QueuedRow.Position?
+        var sliceRows = 1
+        reading: while changes.count < limit {
+            if stop() { return nil }
+            let asked = min(sliceRows, limit - changes.count)
+            let rows = try await persistence.queuedRows(after: after, limit: asked)
+            guard let last = rows.last else { break }
+            after = last.position
+            // The next slice: as many rows as about fill it, judging by this one.
+            let copied = rows.reduce(0) { $0 + $1.textBytes }
+            sliceRows =
+                copied > Self.syncReadSlice ? max(1, rows.count * Self.syncReadSlice / copied) : min(sliceRows * 2, 256)
+            var unreadable: [QueuedRow] = []
+            var full = false
+            for row in rows {
+                let change: SyncChange
+                do { change = try StorePersistence.change(from: row) } catch {
+                    unreadable.append(row)
+                    continue
+                }
+                let size = change.key.rawValue.utf8.count + (change.value?.approximateSize ?? 0)
+                if let earlier = indices[change.key] {
+                    // Written again while the queue was read: the newer change, in the older one's place.
+                    bytes += size - sizes[earlier]
+                    changes[earlier] = change
+                    sizes[earlier] = size
+                    continue
+                }
+                if size > budget - bytes && !changes.isEmpty {
+                    full = true
+                    break
+                }
+                indices[change.key] = changes.count
+                changes.append(change)
+                sizes.append(size)
+                bytes += size
+            }
+            try await persistence.dropQueued(unreadable)
+            if full || rows.count < asked { break reading }
+        }
+        return changes
     }
 
     /// The number of changes queued for the database.

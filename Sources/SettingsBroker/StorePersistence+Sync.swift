@@ -27,6 +27,7 @@ extension StorePersistence {
             CREATE TABLE IF NOT EXISTS sync_versions (
                 path TEXT PRIMARY KEY NOT NULL, clock INTEGER NOT NULL, machine TEXT NOT NULL) WITHOUT ROWID;
             CREATE TABLE IF NOT EXISTS sync_state (name TEXT PRIMARY KEY NOT NULL, value) WITHOUT ROWID;
+            CREATE INDEX IF NOT EXISTS sync_outbox_order ON sync_outbox (clock, path);
             """)
         if try !hasMachineLocalColumn(db) {
             try db.execute("ALTER TABLE schemas ADD COLUMN machine_local INTEGER NOT NULL DEFAULT 0")
@@ -105,16 +106,14 @@ extension StorePersistence {
             [.text(name), value])
     }
 
-    /// Reads a change of the outbox.
-    private static func change(from row: SQLiteRow) throws -> SyncChange {
-        let key = try SettingPath(row.text(0))
+    /// Reads a change of the outbox, as ``queuedRows(after:limit:)`` copied it.
+    static func change(from row: QueuedRow) throws -> SyncChange {
+        let key = try SettingPath(row.path)
         var value: DBusValue?
-        if let typeText = row.optionalText(1), let text = row.optionalText(2) {
+        if let typeText = row.type, let text = row.value {
             value = try GVariantText.parse(text, as: try DBusType(parsing: typeText))
         }
-        return SyncChange(
-            key: key, value: value,
-            version: SyncVersion(clock: UInt64(bitPattern: row.integer(3)), machine: row.text(4)))
+        return SyncChange(key: key, value: value, version: SyncVersion(clock: UInt64(bitPattern: row.clock), machine: row.machine))
     }
 
     /// Runs `body` on the store's connection, off the tasks' threads; fails when the store is read-only.
@@ -139,19 +138,46 @@ extension StorePersistence {
         }
     }
 
-    /// The oldest queued changes, at most `limit`, oldest first; rows that cannot be read are dropped from the
-    /// queue (they were written by this code, so only a damaged row is unreadable).
-    func queuedChanges(limit: Int) async throws -> [SyncChange] {
+    /// Queued changes after `position` in the queue's order (clock, then path), at most `limit`, as the store
+    /// holds them (their values still text, read by ``change(from:)`` outside the connection's lock): one
+    /// short use of the connection, through the index on (clock, path), so that a commit waits for `limit`
+    /// rows at most.
+    func queuedRows(after position: QueuedRow.Position?, limit: Int) async throws -> [QueuedRow] {
         try await performSync { db in
-            var changes: [SyncChange] = []
-            var unreadable: [String] = []
-            try db.rows(
-                "SELECT path, type, value, clock, machine FROM sync_outbox ORDER BY clock, path LIMIT \(limit)"
-            ) { row throws(SQLiteError) in
-                do { changes.append(try StorePersistence.change(from: row)) } catch { unreadable.append(row.text(0)) }
+            var rows: [QueuedRow] = []
+            func read(_ row: SQLiteRow) {
+                rows.append(
+                    QueuedRow(
+                        path: row.text(0), type: row.optionalText(1), value: row.optionalText(2), clock: row.integer(3),
+                        machine: row.text(4)))
             }
-            for path in unreadable { try db.execute("DELETE FROM sync_outbox WHERE path = ?", [.text(path)]) }
-            return changes
+            if let position {
+                try db.rows(
+                    """
+                    SELECT path, type, value, clock, machine FROM sync_outbox WHERE (clock, path) > (?, ?)
+                    ORDER BY clock, path LIMIT ?
+                    """, [.integer(position.clock), .text(position.path), .integer(Int64(limit))]
+                ) { row throws(SQLiteError) in read(row) }
+            } else {
+                try db.rows(
+                    "SELECT path, type, value, clock, machine FROM sync_outbox ORDER BY clock, path LIMIT ?",
+                    [.integer(Int64(limit))]
+                ) { row throws(SQLiteError) in read(row) }
+            }
+            return rows
+        }
+    }
+
+    /// Removes queued rows that cannot be read (they were written by this code, so only a damaged row is
+    /// unreadable), unless a newer write of their key replaced them.
+    func dropQueued(_ rows: [QueuedRow]) async throws {
+        guard !rows.isEmpty else { return }
+        try await performSync { db in
+            for row in rows {
+                try db.execute(
+                    "DELETE FROM sync_outbox WHERE path = ? AND clock = ? AND machine = ?",
+                    [.text(row.path), .integer(row.clock), .text(row.machine)])
+            }
         }
     }
 
@@ -283,4 +309,21 @@ extension StorePersistence {
             }
         }
     }
+}
+
+/// A queued change as the store holds it, its value still GVariant text.
+struct QueuedRow: Sendable {
+    /// A place in the queue's order: after the row of this clock and path.
+    typealias Position = (clock: Int64, path: String)
+
+    let path: String
+    let type: String?
+    let value: String?
+    let clock: Int64
+    let machine: String
+
+    /// The row's place in the queue's order.
+    var position: Position { (clock, path) }
+    /// The bytes of text copied out of the store for it.
+    var textBytes: Int { path.utf8.count + (type?.utf8.count ?? 0) + (value?.utf8.count ?? 0) + machine.utf8.count }
 }

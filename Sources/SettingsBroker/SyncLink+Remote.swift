@@ -29,19 +29,12 @@ extension SyncLink {
         return values.count
     }
 
-    /// The oldest queued changes, at most `limit` and about ``SyncCall/batchBytes`` of values (at least one).
-    func take(limit: Int, _ writes: WritePath) async throws -> [SyncChange] {
-        let store = writes.store
-        var changes = try await store.queuedSyncChanges(limit: max(1, limit))
-        var bytes = 0
-        for (index, change) in changes.enumerated() {
-            bytes += change.key.rawValue.utf8.count + (change.value?.approximateSize ?? 0)
-            if bytes > SyncCall.batchBytes && index > 0 {
-                changes.removeSubrange(index...)
-                break
-            }
-        }
-        return changes
+    /// The oldest queued changes, at most `limit` and about ``SyncCall/batchBytes`` of values (at least one),
+    /// read in slices between which local commits go on (``DurableStore/queuedSyncChanges(limit:bytes:stop:)``);
+    /// nothing more is read once `channel` closed.
+    func take(limit: Int, _ writes: WritePath, for channel: MessageChannel) async throws -> [SyncChange] {
+        try await writes.store.queuedSyncChanges(
+            limit: max(1, limit), bytes: SyncCall.batchBytes, stop: { channel.closedReason != nil }) ?? []
     }
 
     /// Removes changes the database took from the queue, with the versions it gave them, and moves the cursor

@@ -142,12 +142,14 @@ public final class SyncLink: StoreSync {
     private func serve(_ channel: MessageChannel, _ writes: WritePath) async {
         var greeted = false
         for await message in channel.incoming {
+            // Calls left on a channel that closed are dropped: no one reads their answers.
+            if channel.closedReason != nil { break }
             guard message.kind == .methodCall, let member = message.member else { continue }
             do {
                 guard greeted || member == SyncCall.hello else {
                     throw SyncCall.badArguments(member, "the sync process must call Hello first")
                 }
-                let reply = try await answer(member, message.body, writes)
+                let reply = try await answer(member, message.body, writes, channel)
                 greeted = true
                 channel.reply(to: message, reply)
             } catch let error as SettingsError {
@@ -163,7 +165,9 @@ public final class SyncLink: StoreSync {
         }
     }
 
-    private func answer(_ member: MemberName, _ body: [DBusValue], _ writes: WritePath) async throws -> [DBusValue] {
+    private func answer(
+        _ member: MemberName, _ body: [DBusValue], _ writes: WritePath, _ channel: MessageChannel
+    ) async throws -> [DBusValue] {
         let store = writes.store
         switch member {
         case SyncCall.hello:
@@ -181,7 +185,7 @@ public final class SyncLink: StoreSync {
             return [.uint32(UInt32(clamping: try await join(writes)))]
         case SyncCall.take:
             guard body.count == 1, case .uint32(let limit) = body[0] else { throw SyncCall.badArguments(member, "takes (u)") }
-            return [.array(SyncChange.channelType, try await take(limit: Int(min(limit, 1000)), writes).map(\.channelValue))]
+            return [.array(SyncChange.channelType, try await take(limit: Int(min(limit, 1000)), writes, for: channel).map(\.channelValue))]
         case SyncCall.acknowledge:
             guard body.count == 3, case .array(_, let pushed) = body[0], case .array(_, let versions) = body[1],
                 pushed.count == versions.count, case .int64(let cursor) = body[2], cursor >= -1
