@@ -124,7 +124,9 @@ extension SyncLink {
             var end = start + 1
             while end < newer.count && newer[end].machineName == newer[start].machineName { end += 1 }
             let run = Array(newer[start..<end])
-            try await commit(run, cursor: end == newer.count ? last : run.last!.revision, checked: checked, writes)
+            // A run moves the cursor past the revisions before the next run's first row (a batch may end
+            // inside a revision, so `last` may be lower).
+            try await commit(run, cursor: end == newer.count ? last : min(last, newer[end].revision - 1), checked: checked, writes)
             start = end
         }
         // Also when the last commit had nothing left to write (its keys were all written here meanwhile) or

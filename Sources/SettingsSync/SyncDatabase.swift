@@ -38,13 +38,39 @@ struct SyncDatabase: Sendable {
         init(_ description: String) { self.description = description }
     }
 
-    /// A page of a pull: the rows that can be applied, those refused, and the last revision of the page (the
-    /// cursor moves past refused rows too); `last` is nil when there was nothing after the cursor.
+    /// A place in the pull's order, (revision, key): after every row of revisions before `revision`, and after
+    /// the rows of `revision` up to `key` (all of them when `key` is nil).
+    struct Position: Sendable, Equatable {
+        var revision: Int64
+        var key: String?
+
+        /// The first (revision, key) after the position, for a range of the index: the next revision's first
+        /// key (no key is less than the empty text), or the least text after `key` in the keys' byte order
+        /// (`COLLATE "C"`), `key` followed by the byte 1 (a text holds no byte 0).
+        var start: (revision: Int64, key: String) {
+            guard let key else { return (revision + 1, "") }
+            return (revision, key + "\u{1}")
+        }
+    }
+
+    /// A page of a pull: the rows that can be applied, those refused, where the page ended (nil when there was
+    /// nothing after the position), and whether rows may follow it (the page was cut by its rows or bytes).
     struct Page: Sendable {
         var rows: [Row] = []
         var refused: [RefusedRow] = []
-        var last: Int64?
+        var end: Position?
+        var more = false
+        /// The bytes of value text the page fetched.
+        var bytes = 0
+
+        /// The last revision the page holds every row of: its end's revision when nothing follows, and the one
+        /// before when it may end inside that revision.
+        var complete: Int64? { end.map { more ? $0.revision - 1 : $0.revision } }
     }
+
+    /// The most value text a page of a pull fetches (but at least one row): a page is bounded by its bytes as
+    /// well as its rows, so that one revision of large rows is read in pages too.
+    static let pageBytes = 16 << 20
 
     /// The longest value text a pull fetches: 8 times the largest value, the bound `SetFromString` puts on a
     /// text (the GVariant text of a value is longer than its serialised form). A longer one is refused by its
@@ -189,6 +215,18 @@ struct SyncDatabase: Sendable {
             try await connection.query(
                 "INSERT INTO settingsbus_scope (scope, revision) VALUES (\(scope), 0) ON CONFLICT DO NOTHING",
                 logger: logger)
+            // The pull's index, on tables made before it: made once, in a statement of its own (it waits for a
+            // push under way, and holds no other lock).
+            var indexed = true
+            for try await (found) in try await connection.query(
+                "SELECT to_regclass('settingsbus_value_revision_key') IS NOT NULL", logger: logger
+            ).decode(Bool.self) { indexed = found }
+            if !indexed {
+                try await connection.query(
+                    """
+                    CREATE INDEX IF NOT EXISTS settingsbus_value_revision_key ON settingsbus_value (scope, revision, key)
+                    """, logger: logger)
+            }
             return
         }
         try await connection.withTransaction(logger: logger) { db in
@@ -221,6 +259,10 @@ struct SyncDatabase: Sendable {
             try await db.query(
                 "CREATE INDEX IF NOT EXISTS settingsbus_value_revision ON settingsbus_value (scope, revision)",
                 logger: logger)
+            try await db.query(
+                """
+                CREATE INDEX IF NOT EXISTS settingsbus_value_revision_key ON settingsbus_value (scope, revision, key)
+                """, logger: logger)
             try await db.query(
                 """
                 CREATE TABLE IF NOT EXISTS settingsbus_machine (
@@ -344,21 +386,31 @@ struct SyncDatabase: Sendable {
     }
 
     /// The pull (``pull(after:limit:)``): $1 the scope, $2 the longest value text fetched, $3 the clock bound
-    /// in milliseconds, $4 the cursor, $5 the most rows before the last revision's.
+    /// in milliseconds, $4 and $6 the first (revision, key) to read (``Position/start``), $5 the most rows, $7
+    /// the most bytes of value text (a page has at least one row). The rows come in (revision, key) order, a
+    /// range of the index on (scope, revision, key); the last column says whether the page was cut by its rows
+    /// or bytes (rows may follow). A text's length is read from the row without fetching the text.
     struct PullStatement: PostgresPreparedStatement {
-        static let name = "settingsbus_pull_1"
+        static let name = "settingsbus_pull_2"
         static let sql = """
-            SELECT v.key, v.type, CASE WHEN octet_length(v.value) <= $2 THEN v.value END,
-                octet_length(v.value)::bigint, v.deleted, v.hlc, v.machine, v.revision, coalesce(m.name, v.machine),
-                ((extract(epoch FROM now()) * 1000)::bigint + $3) << 16
-            FROM settingsbus_value v LEFT JOIN settingsbus_machine m ON m.machine = v.machine
-            WHERE v.scope = $1 AND v.revision > $4
-              AND v.revision <= (SELECT coalesce(max(revision), $4) FROM (
-                  SELECT revision FROM settingsbus_value WHERE scope = $1 AND revision > $4
-                  ORDER BY revision LIMIT $5) AS first)
-            ORDER BY v.revision, v.key
+            SELECT p.key, p.type, CASE WHEN p.size <= $2 THEN p.value END, p.size, p.deleted, p.hlc, p.machine,
+                p.revision, coalesce(m.name, p.machine), ((extract(epoch FROM now()) * 1000)::bigint + $3) << 16,
+                p.found >= $5 OR p.found > count(*) OVER ()
+            FROM (
+                SELECT w.*, count(*) OVER () AS found,
+                    sum(least(w.size, $2)) OVER (ORDER BY w.revision, w.key ROWS UNBOUNDED PRECEDING) AS running
+                FROM (
+                    SELECT v.key, v.type, v.value, octet_length(v.value)::bigint AS size, v.deleted, v.hlc,
+                        v.machine, v.revision
+                    FROM settingsbus_value v
+                    WHERE v.scope = $1 AND (v.revision, v.key) >= ($4, $6 COLLATE "C")
+                    ORDER BY v.revision, v.key LIMIT $5
+                ) AS w
+            ) AS p LEFT JOIN settingsbus_machine m ON m.machine = p.machine
+            WHERE p.running - least(p.size, $2) < $7
+            ORDER BY p.revision, p.key
             """
-        typealias Row = (String, String, String?, Int64, Bool, Int64, String, Int64, String, Int64)
+        typealias Row = (String, String, String?, Int64, Bool, Int64, String, Int64, String, Int64, Bool)
         let bindings: PostgresBindings
         func makeBindings() -> PostgresBindings { bindings }
         func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
@@ -372,24 +424,40 @@ struct SyncDatabase: Sendable {
         payload.isEmpty || payload == scope || payload.hasPrefix("{")
     }
 
-    /// The rows after `cursor`, in revision order, at most about `limit` (all rows of the last revision, so
-    /// that the cursor never stops inside a revision), with those that cannot be applied here set apart (a
-    /// key, type or value this broker cannot read, a value text too long, a clock out of bounds).
+    /// A row of a pull as the database sent it, not read yet (``page(of:)`` reads it, outside the statement's
+    /// time bound).
+    typealias PulledRow = PullStatement.Row
+
+    /// The rows after `position`, in (revision, key) order, at most `limit` and about ``pageBytes`` of value
+    /// text (at least one row), as the database sent them: one round trip, which ``SyncEngine`` bounds in time;
+    /// reading them is ``page(of:)``'s, outside that bound. The cursor can stop inside a revision: a revision
+    /// of any number of rows is read in pages.
     ///
     /// A value text longer than ``longestValueText`` is not fetched: the database sends its length alone.
-    func pull(after cursor: Int64, limit: Int) async throws -> Page {
-        let scope = configuration.scope
-        let bound = configuration.clockBoundMilliseconds
+    func pull(after position: Position, limit: Int) async throws -> [PulledRow] {
         var bindings = PostgresBindings()
-        bindings.append(scope)
+        bindings.append(configuration.scope)
         bindings.append(Int64(Self.longestValueText))
-        bindings.append(bound)
-        bindings.append(cursor)
-        bindings.append(Int64(limit))
+        bindings.append(configuration.clockBoundMilliseconds)
+        let start = position.start
+        bindings.append(start.revision)
+        bindings.append(Int64(max(1, limit)))
+        bindings.append(start.key)
+        bindings.append(Int64(Self.pageBytes))
+        var rows: [PulledRow] = []
+        try await run(PullStatement(bindings: bindings)) { rows.append($0) }
+        return rows
+    }
+
+    /// Reads the rows of a pull, with those that cannot be applied here set apart (a key, type or value this
+    /// broker cannot read, a value text too long, a clock out of bounds).
+    static func page(of pulled: [PulledRow]) -> Page {
         var page = Page()
-        try await run(PullStatement(bindings: bindings)) { row in
-            let (key, type, value, size, deleted, hlc, machine, revision, name, newest) = row
-            page.last = max(page.last ?? revision, revision)
+        for row in pulled {
+            let (key, type, value, size, deleted, hlc, machine, revision, name, newest, more) = row
+            page.end = Position(revision: revision, key: key)
+            page.more = page.more || more
+            page.bytes += value?.utf8.count ?? 0
             do throws(RowRefusal) {
                 page.rows.append(
                     try Row(

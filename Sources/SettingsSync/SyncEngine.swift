@@ -41,10 +41,22 @@ public final class SyncEngine: Sendable {
     /// When the machines whose clock was clamped were last read, nil when they are to be read at the next pull.
     let clampedChecked = Locked<ContinuousClock.Instant?>(nil)
 
+    /// The most rows of a page of a pull, which the engine lowers after a page that took longer than its
+    /// bound (``pageRows``).
+    static let mostPageRows = 2000
+    /// The rows the next page of a pull asks for: ``mostPageRows``, a quarter of it after each page that
+    /// timed out (down to one row), doubled again after each page read: a statement's time bound never turns
+    /// one page into an endless retry.
+    let pageRows = Locked(SyncEngine.mostPageRows)
+
     struct State {
         var phase = "starting"
         var lastSync: Int64?
+        /// The revision the broker's store has every row up to.
         var cursor: Int64 = 0
+        /// Where the pull stopped inside the revision after ``cursor``, when it did (a revision with more rows
+        /// than a page): its revision and the last key read. Kept for the process's life, not in the store.
+        var inside: (revision: Int64, key: String)?
         var joined = false
         var queued = 0
         var error: String?
@@ -239,10 +251,9 @@ public final class SyncEngine: Sendable {
             _ = try await broker.join()
             state.withLock { $0.joined = true }
         }
-        state.withLock {
-            $0.phase = "connected"
-            $0.error = nil
-        }
+        // The last error stays in `Status` until a whole round of push and pull went well: a session that
+        // connects and then fails again (a pull that never ends) shows why.
+        state.withLock { $0.phase = "connected" }
         report()
         clampedChecked.withLock { $0 = nil }
         while !Task.isCancelled {
@@ -263,6 +274,7 @@ public final class SyncEngine: Sendable {
             let queued = state.withLock { state in
                 state.lastSync = now
                 state.phase = "connected"
+                state.error = nil
                 return state.queued
             }
             report()
@@ -319,25 +331,49 @@ public final class SyncEngine: Sendable {
     /// versions. The cursor moves past the rows refused too (unreadable, out of bounds): the broker lists each
     /// in `Status`.
     ///
-    /// A page with fewer rows than asked for is the last. The machines whose clock was clamped are read again
-    /// after a pull that brought rows (a clamped push brings its rows), after this machine's own push was
-    /// clamped, and otherwise once every ``SyncConfiguration/pullInterval``.
+    /// Pages follow each other in (revision, key) order, each at most ``pageRows`` rows and about
+    /// ``SyncDatabase/pageBytes`` of values: a revision of any number of rows is read in pages, the cursor
+    /// stopping inside it (``State/inside``) while the broker's moves by whole revisions. Only the round trip
+    /// of a page is bounded in time, not the reading of its rows; a page that times out makes the next ones
+    /// smaller. The machines whose clock was clamped are read again after a pull that brought rows (a clamped
+    /// push brings its rows), after this machine's own push was clamped, and otherwise once every
+    /// ``SyncConfiguration/pullInterval``.
     private func pull(_ database: SyncDatabase) async throws {
-        let limit = 2000
         var pulled = false
         while !Task.isCancelled {
-            let cursor = state.withLock { $0.cursor }
-            let page = try await bounded(database) { try await database.pull(after: cursor, limit: limit) }
-            if let last = page.last {
-                pulled = true
-                var refused = page.refused
-                for (rows, upTo) in Self.batches(of: page.rows, last: last) {
-                    try await broker.apply(rows, refused: refused, upTo: upTo)
-                    refused = []
+            let position = state.withLock { state in
+                if let inside = state.inside, inside.revision > state.cursor {
+                    return SyncDatabase.Position(revision: inside.revision, key: inside.key)
                 }
-                state.withLock { $0.cursor = max($0.cursor, last) }
+                return SyncDatabase.Position(revision: state.cursor, key: nil)
             }
-            if page.rows.count + page.refused.count < limit { break }
+            let limit = pageRows.withLock { $0 }
+            let fetched: [SyncDatabase.PulledRow]
+            do {
+                fetched = try await bounded(database) { try await database.pull(after: position, limit: limit) }
+            } catch let timeout as SyncTimeout {
+                pageRows.withLock { $0 = max(1, min($0, limit) / 4) }
+                logger.warning(
+                    "sync: a page of the pull took longer than its bound; the next pages are smaller",
+                    metadata: ["rows": "\(limit)", "bound": "\(timeout.limit)"])
+                throw timeout
+            }
+            let page = SyncDatabase.page(of: fetched)
+            guard let end = page.end, let complete = page.complete else { break }
+            pulled = true
+            // The revisions every row of which the broker has once the page is applied.
+            let upTo = max(complete, position.key == nil ? position.revision : position.revision - 1)
+            var refused = page.refused
+            for (rows, batchUpTo) in Self.batches(of: page.rows, upTo: upTo) {
+                try await broker.apply(rows, refused: refused, upTo: batchUpTo)
+                refused = []
+            }
+            state.withLock { state in
+                state.cursor = max(state.cursor, upTo)
+                state.inside = page.more ? (end.revision, end.key ?? "") : nil
+            }
+            if fetched.count >= limit { pageRows.withLock { $0 = min(Self.mostPageRows, max($0, limit * 2)) } }
+            if !page.more { break }
         }
         try await readClampedMachines(database, anyway: pulled)
     }
@@ -357,24 +393,24 @@ public final class SyncEngine: Sendable {
         if changed { report() }
     }
 
-    /// A page's rows in batches of about ``SyncCall/batchBytes`` of values, each ending with a whole
-    /// revision (the cursor never stops inside one), with the revision each moves the cursor to: the last
-    /// batch moves it to `last`, past any refused rows after it. A page without rows is one empty batch.
-    static func batches(of rows: [RemoteRow], last: Int64) -> [(rows: [RemoteRow], upTo: Int64)] {
+    /// A page's rows in batches of about ``SyncCall/batchBytes`` of values, with the revision each moves the
+    /// broker's cursor to: the revisions before the next batch's first row (a batch may end inside a revision,
+    /// whose rows are then split between batches), and `upTo` for the last batch, past any refused rows after
+    /// it. A page without rows is one empty batch.
+    static func batches(of rows: [RemoteRow], upTo: Int64) -> [(rows: [RemoteRow], upTo: Int64)] {
         var batches: [(rows: [RemoteRow], upTo: Int64)] = []
         var batch: [RemoteRow] = []
         var bytes = 0
         for (index, row) in rows.enumerated() {
             batch.append(row)
             bytes += row.change.key.rawValue.utf8.count + (row.change.value?.approximateSize ?? 0)
-            let revisionEnds = index == rows.count - 1 || rows[index + 1].revision != row.revision
-            if bytes >= SyncCall.batchBytes && revisionEnds && index < rows.count - 1 {
-                batches.append((batch, row.revision))
+            if bytes >= SyncCall.batchBytes && index < rows.count - 1 {
+                batches.append((batch, min(upTo, rows[index + 1].revision - 1)))
                 batch = []
                 bytes = 0
             }
         }
-        batches.append((batch, last))
+        batches.append((batch, upTo))
         return batches
     }
 }

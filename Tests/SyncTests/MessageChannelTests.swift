@@ -79,7 +79,7 @@ struct MessageChannelTests {
         close(ends[1])
     }
 
-    @Test func aPullIsHandedOverInBatchesThatEndOnAWholeRevision() throws {
+    @Test func aPullIsHandedOverInBatchesThatMayEndInsideARevision() throws {
         func row(_ revision: Int64, _ key: String, bytes: Int) throws -> RemoteRow {
             RemoteRow(
                 change: SyncChange(
@@ -89,16 +89,16 @@ struct MessageChannelTests {
         }
         let big = SyncCall.batchBytes / 2
         // Revision 2 has three rows, the second of which takes a batch past its size: the batch ends after
-        // the third, with revision 2 whole.
+        // it, inside revision 2, and moves the cursor past revision 1 only; the next ends the page.
         let rows = [
             try row(1, "/a", bytes: 10), try row(2, "/b", bytes: big), try row(2, "/c", bytes: big), try row(2, "/d", bytes: 10),
             try row(3, "/e", bytes: 10),
         ]
-        let batches = SyncEngine.batches(of: rows, last: 9)
-        #expect(batches.map { $0.rows.map(\.change.key.rawValue) } == [["/a", "/b", "/c", "/d"], ["/e"]])
-        #expect(batches.map(\.upTo) == [2, 9])
+        let batches = SyncEngine.batches(of: rows, upTo: 9)
+        #expect(batches.map { $0.rows.map(\.change.key.rawValue) } == [["/a", "/b", "/c"], ["/d", "/e"]])
+        #expect(batches.map(\.upTo) == [1, 9])
         // A page whose rows were all refused is one empty batch that moves the cursor past them.
-        let empty = SyncEngine.batches(of: [], last: 4)
+        let empty = SyncEngine.batches(of: [], upTo: 4)
         #expect(empty.count == 1 && empty[0].rows.isEmpty && empty[0].upTo == 4)
     }
 }

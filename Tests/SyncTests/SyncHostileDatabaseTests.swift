@@ -139,6 +139,39 @@ struct SyncHostileDatabaseTests {
         }
     }
 
+    /// One revision of 200,000 rows, written by hand in one INSERT: a pull reads it in pages within the
+    /// revision (its cursor is a revision and a key), each page well within a statement's time bound, and a
+    /// later write of the other machine arrives after it.
+    @Test func aRevisionOfTwoHundredThousandRowsIsPulledInPagesAndALaterWriteArrives() async throws {
+        try await withMachines(["alpha", "beta"]) { postgres, machines in
+            let (a, b) = (machines[0], machines[1])
+            #expect(try await a.call("Set", ["/sync/ready", "<1>"]).status == 0)
+            try await waitForAgreement(machines, key: "/sync/ready")
+
+            // When: 200,000 rows are written in one revision, then alpha writes a key.
+            let made = try await postgres.psql(
+                """
+                WITH rev AS (UPDATE settingsbus_scope SET revision = revision + 1 WHERE scope = 'default'
+                    RETURNING revision)
+                INSERT INTO settingsbus_value (scope, key, type, value, deleted, hlc, machine, revision)
+                SELECT 'default', '/sync/bulk/k' || g, 'i', g::text, false,
+                    (extract(epoch FROM now()) * 1000)::bigint << 16, 'id-forger', revision
+                FROM rev, generate_series(1, 200000) AS g;
+                NOTIFY settingsbus, 'default';
+                """)
+            #expect(made.status == 0, "\(made.stderr)")
+            let written = ContinuousClock.now
+            #expect(try await a.call("Set", ["/sync/after", "<'yes'>"]).status == 0)
+
+            // Then: beta has alpha's write, and the whole revision.
+            try await waitForValue(b, key: "/sync/after", "(<'yes'>,)", timeLimit: .seconds(150))
+            print("a write after a revision of 200,000 rows arrived \(ContinuousClock.now - written) after it")
+            #expect(try await b.get("/sync/bulk/k1") == "(<1>,)")
+            #expect(try await b.get("/sync/bulk/k200000") == "(<200000>,)")
+            #expect(try await statusField(b, "sync-error") == nil)
+        }
+    }
+
     /// docs/sync.md: a remote value of a key locked here is kept as the user value and served once the lock is
     /// lifted, as a local one would be.
     @Test func aRemoteValueOfALockedKeyIsKeptAndServedOnceTheLockIsLifted() async throws {
