@@ -826,6 +826,10 @@ static void read_all_again_locked(SettingsBusBackend *self) {
     g_hash_table_iter_init(&iter, self->directories);
     while (g_hash_table_iter_next(&iter, &key, &value)) {
         DirectoryWatch *watch = value;
+        // A first read sent while the name had no owner goes to the new one (it started the broker by D-Bus
+        // activation): it stands, and what it reads is the copy's first.
+        BrokerCall *out = watch->reading ? g_hash_table_lookup(self->calls, GUINT_TO_POINTER(watch->reading)) : NULL;
+        if (!watch->loaded && out && !out->to) continue;
         watch->serial = 0;
         watch->announce = TRUE;
         // A read already out is superseded: its answer is not taken.
