@@ -125,6 +125,7 @@ struct StoreOpener {
             // `prepare` adds only what an older format lacks (empty tables, the format's number): what the
             // read found is what the store holds.
             let contents = try early.withLock { $0.take() } ?? database.use { db in try StorePersistence.read(db) }
+            StorePersistence.makeIncremental(database)
             return .opened(database, contents)
         } catch {
             try? database.close()
@@ -232,6 +233,8 @@ struct StoreOpener {
         StoreFiles.removeIfPresent(building + "-journal")
         let database = try SQLiteDatabase(path: building)
         do {
+            // Before the first table: the file gives its free pages back (``StorePersistence/returnFreePages(_:)``).
+            try database.use { db in try db.execute("PRAGMA auto_vacuum = INCREMENTAL") }
             try database.transaction { db in
                 try StorePersistence.prepare(db, path: path)
                 try db.execute(

@@ -107,6 +107,9 @@ final class StorePersistence: Sendable {
             throw SQLiteError(code: SQLITE_ERROR, message: "cannot use WAL mode (the file is in \(mode ?? "no") mode)")
         }
         try db.execute("PRAGMA synchronous = \(durability == .full ? "FULL" : "NORMAL")")
+        // A value written over or deleted is overwritten with zeros in the file, in its page or in the page
+        // freed (a key made secret later leaves no old value to read in the file's free pages).
+        try db.execute("PRAGMA secure_delete = ON")
         // Values are served from memory; SQLite's page cache only needs the pages a commit walks.
         try db.execute("PRAGMA cache_size = -\(cacheKiB)")
         // The log is kept within the file made at open (``logBytes``): folded into the store before it fills
@@ -114,6 +117,32 @@ final class StorePersistence: Sendable {
         let pageSize = Int(try db.integer("PRAGMA page_size") ?? 4096)
         try db.execute("PRAGMA journal_size_limit = \(logBytes)")
         try db.execute("PRAGMA wal_autocheckpoint = \(logPages(pageSize: pageSize))")
+    }
+
+    /// The file is kept near the size of what it holds (`auto_vacuum = INCREMENTAL`): when a commit leaves
+    /// more than an eighth of the file's pages free (and at least ``freePagesReturned`` of them), the same
+    /// transaction gives them back to the file system. Two reads of the file's header per commit; the pages
+    /// moved and the file cut only after large deletions (old history, large values replaced).
+    static func returnFreePages(_ db: SQLiteConnection) throws {
+        let free = try db.integer("PRAGMA freelist_count") ?? 0
+        guard free >= freePagesReturned else { return }
+        let pages = try db.integer("PRAGMA page_count") ?? 0
+        guard free * 8 >= pages else { return }
+        try db.execute("PRAGMA incremental_vacuum")
+    }
+
+    /// The fewest free pages given back at once (256 KiB of 4 KiB pages).
+    static let freePagesReturned: Int64 = 64
+
+    /// Makes a store made before `auto_vacuum = INCREMENTAL` incremental, once (`VACUUM`, which also drops
+    /// its free pages and the old values in them); a store that cannot be rewritten now (a full disk) is
+    /// served as it is and tried again at the next start.
+    static func makeIncremental(_ database: SQLiteDatabase) {
+        try? database.use { db in
+            guard try db.integer("PRAGMA auto_vacuum") != 2 else { return }
+            try db.execute("PRAGMA auto_vacuum = INCREMENTAL")
+            try db.execute("VACUUM")
+        }
     }
 
     /// Opens a read-only connection (a backup, a copy, the check at start-up).
@@ -392,6 +421,7 @@ final class StorePersistence: Sendable {
                 try db.execute(
                     "UPDATE meta SET value = ? WHERE name = 'serial'", [.integer(Int64(bitPattern: last.serial))])
             }
+            try Self.returnFreePages(db)
         }
         // Changes pulled from other machines, alone in a batch, are not fsynced one by one even in full
         // durability: the database keeps them, and their cursor is in the same transaction, so a commit lost
