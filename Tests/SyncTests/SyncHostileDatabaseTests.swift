@@ -172,6 +172,50 @@ struct SyncHostileDatabaseTests {
         }
     }
 
+    /// A sync that connects and then fails again and again (here its push waits for a table another session
+    /// holds locked, past the statement's bound) shows why in `Status` while it is connected: the last error
+    /// stays until a whole push and pull went well.
+    @Test func aSyncThatConnectsAndFailsAgainShowsItsErrorWhileConnected() async throws {
+        try await withMachines(["alpha", "beta"]) { postgres, machines in
+            let (a, b) = (machines[0], machines[1])
+            #expect(try await a.call("Set", ["/sync/ready", "<1>"]).status == 0)
+            try await waitForAgreement(machines, key: "/sync/ready")
+            let psql = postgres.binaries.appendingPathComponent("psql").path
+            let locker = try RunningProcess.start(
+                FileManager.default.isExecutableFile(atPath: psql) ? psql : "/usr/bin/psql",
+                ["-X", "-At", "-h", postgres.socketDirectory.path, "-p", "\(postgres.port)", "-U", "postgres", "-d",
+                 postgres.database])
+            locker.write("BEGIN; LOCK TABLE settingsbus_value IN ACCESS EXCLUSIVE MODE; SELECT 'locked';\n")
+            #expect(try await locker.line(where: { $0 == "locked" }).line == "locked")
+
+            // When: beta writes while the table is locked.
+            #expect(try await b.call("Set", ["/sync/stalled", "<1>"]).status == 0)
+
+            // Then: while a later session is connected and its push waits, Status names the last error.
+            let deadline = ContinuousClock.now + .seconds(30)
+            var status = ""
+            while ContinuousClock.now < deadline {
+                status = try await b.call("Status", []).stdout
+                if status.contains("'sync-state': <'connected'>") && status.contains("did not answer within") { break }
+                try await waitForChanged(on: [b], timeLimit: .milliseconds(100))
+            }
+            #expect(
+                status.contains("'sync-state': <'connected'>") && status.contains("did not answer within"),
+                "no Status of beta was connected with the error: \(status)")
+
+            // And: once the table is free, the write arrives and the error is gone.
+            locker.write("COMMIT;\n")
+            locker.closeInput()
+            #expect(await locker.waitForExit() == 0)
+            try await waitForAgreement(machines, key: "/sync/stalled", expecting: "(<1>,)", timeLimit: .seconds(60))
+            let cleared = ContinuousClock.now + .seconds(30)
+            while try await statusField(b, "sync-error") != nil, ContinuousClock.now < cleared {
+                try await waitForChanged(on: [b], timeLimit: .milliseconds(250))
+            }
+            #expect(try await statusField(b, "sync-error") == nil)
+        }
+    }
+
     /// docs/sync.md: a remote value of a key locked here is kept as the user value and served once the lock is
     /// lifted, as a local one would be.
     @Test func aRemoteValueOfALockedKeyIsKeptAndServedOnceTheLockIsLifted() async throws {
