@@ -45,8 +45,8 @@ public final class SyncEngine: Sendable {
     /// bound (``pageRows``).
     static let mostPageRows = 2000
     /// The rows the next page of a pull asks for: ``mostPageRows``, a quarter of it after each page that
-    /// timed out (down to one row), doubled again after each page read: a statement's time bound never turns
-    /// one page into an endless retry.
+    /// took longer than the long bound, ``roundTripLimit`` (down to one row), doubled again after each page
+    /// read: a statement's time bound never turns one page into an endless retry.
     let pageRows = Locked(SyncEngine.mostPageRows)
 
     struct State {
@@ -351,7 +351,9 @@ public final class SyncEngine: Sendable {
             let fetched: [SyncDatabase.PulledRow]
             do {
                 fetched = try await bounded(database) { try await database.pull(after: position, limit: limit) }
-            } catch let timeout as SyncTimeout {
+            } catch let timeout as SyncTimeout where timeout.limit >= Self.roundTripLimit {
+                // Past the long bound, the page itself is too large (past the short one, the connection may
+                // have gone silent: the next session gives the page the long bound first).
                 pageRows.withLock { $0 = max(1, min($0, limit) / 4) }
                 logger.warning(
                     "sync: a page of the pull took longer than its bound; the next pages are smaller",

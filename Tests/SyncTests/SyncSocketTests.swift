@@ -14,7 +14,8 @@ import Testing
 struct SyncSocketTests {
     /// A listener that stands for another user's process at the broker's socket. It sends the sync process's
     /// first call (`Hello`), as a sync process does, and prints what it gets: `received <n> bytes` for each
-    /// read, `closed after <n> bytes` at the end of the stream. With `--bind-then-drop` it binds the socket as
+    /// read, `closed after <n> bytes` at the end of the stream; then it takes the next connection (the broker
+    /// tries again). With `--bind-then-drop` it binds the socket as
     /// root (so that the socket file is root's) and then listens as nobody (uid 65534), through `setpriv`.
     static let listener = #"""
         import os, socket, sys
@@ -32,23 +33,25 @@ struct SyncSocketTests {
             s.bind(path)
         s.listen(4)
         print("listening as uid %d" % os.getuid(), flush=True)
-        connection, _ = s.accept()
-        print("accepted", flush=True)
-        try:
-            connection.sendall(hello)
-        except OSError:
-            pass
-        total = 0
         while True:
+            connection, _ = s.accept()
+            print("accepted", flush=True)
             try:
-                chunk = connection.recv(65536)
+                connection.sendall(hello)
             except OSError:
-                break
-            if not chunk:
-                break
-            total += len(chunk)
-            print("received %d bytes%s" % (total, " with the sync URL" if b"postgres://" in chunk else ""), flush=True)
-        print("closed after %d bytes" % total, flush=True)
+                pass
+            total = 0
+            while True:
+                try:
+                    chunk = connection.recv(65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                total += len(chunk)
+                print("received %d bytes%s" % (total, " with the sync URL" if b"postgres://" in chunk else ""), flush=True)
+            print("closed after %d bytes" % total, flush=True)
+            connection.close()
         """#
 
     /// The bytes of a `Hello` call of this protocol version.
