@@ -5,6 +5,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/landlock.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/sock_diag.h>
+#include <linux/unix_diag.h>
 #include <malloc.h>
 #include <stdint.h>
 #include <string.h>
@@ -103,4 +107,70 @@ void settingsbus_one_malloc_arena(void) {
 
 void settingsbus_release_free_memory(void) {
     malloc_trim(0);
+}
+
+long settingsbus_unix_socket_peers(uint32_t *inodes, uint32_t *peers, long capacity) {
+    int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    if (fd < 0) return -errno;
+    struct {
+        struct nlmsghdr header;
+        struct unix_diag_req request;
+    } message;
+    memset(&message, 0, sizeof message);
+    message.header.nlmsg_len = sizeof message;
+    message.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+    message.header.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+    message.request.sdiag_family = AF_UNIX;
+    message.request.udiag_states = (uint32_t)-1;
+    message.request.udiag_show = UDIAG_SHOW_PEER;
+    if (send(fd, &message, sizeof message, 0) < 0) {
+        int error = errno;
+        close(fd);
+        return -error;
+    }
+    long count = 0;
+    static _Thread_local union {
+        struct nlmsghdr header;
+        char bytes[65536];
+    } buffer;
+    for (;;) {
+        ssize_t got = recv(fd, buffer.bytes, sizeof buffer.bytes, 0);
+        if (got < 0) {
+            if (errno == EINTR) continue;
+            int error = errno;
+            close(fd);
+            return -error;
+        }
+        if (got == 0) break;
+        int left = (int)got;
+        for (struct nlmsghdr *header = &buffer.header; NLMSG_OK(header, left); header = NLMSG_NEXT(header, left)) {
+            if (header->nlmsg_type == NLMSG_DONE) {
+                close(fd);
+                return count;
+            }
+            if (header->nlmsg_type == NLMSG_ERROR) {
+                const struct nlmsgerr *failure = NLMSG_DATA(header);
+                close(fd);
+                return failure->error < 0 ? failure->error : -EIO;
+            }
+            if (header->nlmsg_type != SOCK_DIAG_BY_FAMILY) continue;
+            const struct unix_diag_msg *socket_message = NLMSG_DATA(header);
+            int length = (int)header->nlmsg_len - (int)NLMSG_LENGTH(sizeof *socket_message);
+            uint32_t peer = 0;
+            for (struct rtattr *attribute = (struct rtattr *)(socket_message + 1); RTA_OK(attribute, length);
+                 attribute = RTA_NEXT(attribute, length)) {
+                if (attribute->rta_type == UNIX_DIAG_PEER && RTA_PAYLOAD(attribute) >= sizeof(uint32_t)) {
+                    memcpy(&peer, RTA_DATA(attribute), sizeof peer);
+                }
+            }
+            if (peer == 0) continue;
+            if (count < capacity) {
+                inodes[count] = socket_message->udiag_ino;
+                peers[count] = peer;
+            }
+            count++;
+        }
+    }
+    close(fd);
+    return count;
 }

@@ -469,6 +469,15 @@ private final class NameFollowing: Sendable {
         state.withLock { $0.subscription = subscription }
         // The match rule is in force: every name that appears from now on is noted.
         peers.startedFollowing()
+        // The daemon's sockets are the other ends of the connections: a caller that connected before is proved
+        // to hold one of them (``PeerIdentities``).
+        if let reply = try? await connection.call(
+            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+            member: "GetConnectionUnixProcessID", arguments: [.string("org.freedesktop.DBus")]),
+            case .uint32(let pid)? = reply.first
+        {
+            peers.noteBusDaemon(pid)
+        }
     }
 
     func end() {

@@ -57,6 +57,8 @@ final class PeerIdentities: Sendable {
         /// ``appeared`` appeared while the broker followed, and its appearance could not be kept.
         var firstSeen: UniqueName?
         var latestSeen: UniqueName?
+        /// The bus daemon's process, whose sockets are the other ends of every connection to the bus.
+        var busDaemon: UInt32?
     }
 
     /// The most names kept in each table: above the bus daemon's own bound on connections (a session bus allows
@@ -69,13 +71,17 @@ final class PeerIdentities: Sendable {
     private let state = Mutex(State())
     /// Proves a process: by default from `/proc` (``ProcessProof``); tests of the rules give their own.
     private let prove: @Sendable (_ pid: UInt32, _ appearedBy: UInt64) -> PeerIdentity
+    /// Whether a process holds one of the bus daemon's connections (``ProcessProof/holdsConnection(_:of:)``).
+    private let holdsConnection: @Sendable (_ pid: UInt32, _ busDaemon: UInt32) -> Bool?
 
     init(
         limit: Int = defaultLimit,
-        prove: @escaping @Sendable (_ pid: UInt32, _ appearedBy: UInt64) -> PeerIdentity = ProcessProof.identify
+        prove: @escaping @Sendable (_ pid: UInt32, _ appearedBy: UInt64) -> PeerIdentity = ProcessProof.identify,
+        holdsConnection: @escaping @Sendable (_ pid: UInt32, _ busDaemon: UInt32) -> Bool? = ProcessProof.holdsConnection
     ) {
         self.limit = limit
         self.prove = prove
+        self.holdsConnection = holdsConnection
     }
 
     /// The broker's following of names has taken effect (its match rule for `NameOwnerChanged` is in force):
@@ -83,6 +89,11 @@ final class PeerIdentities: Sendable {
     func startedFollowing() {
         let now = ProcessProof.bootTicks()
         state.withLock { $0.followingSince = now }
+    }
+
+    /// The bus daemon's process (`GetConnectionUnixProcessID` of `org.freedesktop.DBus`).
+    func noteBusDaemon(_ pid: UInt32) {
+        state.withLock { $0.busDaemon = pid }
     }
 
     /// A unique name appeared on the bus (`NameOwnerChanged` with no old owner): noted with the time.
@@ -118,9 +129,13 @@ final class PeerIdentities: Sendable {
         if let known = state.withLock({ $0.identities[name] }) { return known }
         let identity: PeerIdentity
         if let pid {
-            switch state.withLock({ bound(of: name, in: $0) }) {
-            case .success(let appearedBy): identity = prove(pid, min(appearedBy, ProcessProof.bootTicks()))
-            case .failure(let problem): identity = .unproved(problem.description)
+            switch state.withLock({ (bound(of: name, in: $0), $0.busDaemon) }) {
+            case (.success(let bound), let daemon):
+                identity = Self.connected(
+                    prove(pid, min(bound.appearedBy, ProcessProof.bootTicks())), pid: pid,
+                    checked: bound.seen ? nil : { [holdsConnection] in daemon.flatMap { holdsConnection(pid, $0) } })
+            case (.failure(let problem), _):
+                identity = .unproved(problem.description)
             }
         } else {
             identity = .unproved("the bus daemon does not say which process the caller is")
@@ -131,6 +146,25 @@ final class PeerIdentities: Sendable {
             }
             state.identities[name] = identity
             return identity
+        }
+    }
+
+    /// A proved identity of a caller the broker did not see appear, kept only if its process holds a connection
+    /// to the bus (`checked`, nil for a caller seen appearing): a process that holds none is not the caller, but
+    /// one that took its pid before this broker followed names, which the start-time rule cannot tell.
+    private static func connected(_ identity: PeerIdentity, pid: UInt32, checked: (() -> Bool?)?) -> PeerIdentity {
+        guard let checked, identity.isProved else { return identity }
+        switch checked() {
+        case true?:
+            return identity
+        case false?:
+            return .unproved(
+                "its process \(pid) holds no connection to the bus: the pid was taken by another process after the "
+                    + "caller connected")
+        case nil:
+            return .unproved(
+                "it connected before the broker followed the bus's names, and whether its process \(pid) holds a "
+                    + "connection to the bus cannot be read")
         }
     }
 
@@ -148,14 +182,14 @@ final class PeerIdentities: Sendable {
     ///   it is refused;
     /// - later than every name seen: its appearance is still on its way on the broker's other connection, and
     ///   it appeared by now.
-    private func bound(of name: String, in state: State) -> Result<UInt64, Unplaced> {
-        if let appeared = state.appeared[name] { return .success(appeared) }
-        guard let followingSince = state.followingSince else { return .success(ProcessProof.bootTicks()) }
+    private func bound(of name: String, in state: State) -> Result<(appearedBy: UInt64, seen: Bool), Unplaced> {
+        if let appeared = state.appeared[name] { return .success((appeared, true)) }
+        guard let followingSince = state.followingSince else { return .success((ProcessProof.bootTicks(), true)) }
         guard let unique = UniqueName(name) else {
             return .failure(Unplaced(description: "its unique name '\(name.prefix(40))' cannot be placed among the others"))
         }
         guard let first = state.firstSeen, let latest = state.latestSeen, first <= unique else {
-            return .success(followingSince)
+            return .success((followingSince, false))
         }
         guard latest < unique else {
             return .failure(
@@ -163,7 +197,7 @@ final class PeerIdentities: Sendable {
                     description: "the broker could not keep its appearance on the bus (it keeps \(limit) "
                         + "connections'), so its process cannot be proved"))
         }
-        return .success(ProcessProof.bootTicks())
+        return .success((ProcessProof.bootTicks(), true))
     }
 
     /// Notes a sandboxed caller of the sandboxed apps' name, which then gets the changes it may read; false
@@ -181,6 +215,13 @@ final class PeerIdentities: Sendable {
     /// The sandboxed callers that get signals one by one, with their app.
     var listeners: [(name: String, app: AppConfinement)] {
         state.withLock { $0.listeners.map { ($0.key, $0.value) } }
+    }
+}
+
+extension PeerIdentity {
+    /// Whether the caller was proved to be the host or an app.
+    var isProved: Bool {
+        if case .unproved = self { false } else { true }
     }
 }
 
@@ -241,6 +282,49 @@ enum ProcessProof {
             return .unproved("its process \(pid) ended while it was being identified")
         }
         return identity
+    }
+
+    /// Whether the process `pid` holds a connection to the bus whose daemon is the process `busDaemon`: one of its
+    /// sockets is the peer of one of the daemon's (`/proc/PID/fd` and the kernel's socket diagnostics). Nil
+    /// when that cannot be read.
+    @Sendable static func holdsConnection(_ pid: UInt32, of busDaemon: UInt32) -> Bool? {
+        guard let daemonSockets = socketInodes(of: busDaemon), let own = socketInodes(of: pid) else { return nil }
+        guard !own.isEmpty else { return false }
+        var capacity = 16_384
+        while capacity <= 1 << 22 {
+            var inodes = [UInt32](repeating: 0, count: capacity)
+            var peers = [UInt32](repeating: 0, count: capacity)
+            let count = settingsbus_unix_socket_peers(&inodes, &peers, capacity)
+            guard count >= 0 else { return nil }
+            guard count <= capacity else {
+                capacity = count + 1_024
+                continue
+            }
+            return (0..<count).contains { daemonSockets.contains(inodes[$0]) && own.contains(peers[$0]) }
+        }
+        return nil
+    }
+
+    /// The inodes of the sockets a process holds (`/proc/PID/fd`, links such as `socket:[1234]`); nil when they
+    /// cannot be read.
+    static func socketInodes(of pid: UInt32) -> Set<UInt32>? {
+        let folder = "/proc/\(pid)/fd"
+        guard let directory = opendir(folder) else { return nil }
+        defer { closedir(directory) }
+        var inodes: Set<UInt32> = []
+        var link = [CChar](repeating: 0, count: 64)
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            guard name.first?.isNumber == true else { continue }
+            let length = readlink(folder + "/" + name, &link, link.count - 1)
+            guard length > 0 else { continue }
+            let target = String(decoding: link[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            guard target.hasPrefix("socket:["), target.hasSuffix("]"),
+                let inode = UInt32(target.dropFirst("socket:[".count).dropLast())
+            else { continue }
+            inodes.insert(inode)
+        }
+        return inodes
     }
 
     /// The host when the process shares the broker's pid namespace and root; else the app its `/.flatpak-info`

@@ -43,6 +43,34 @@ import Testing
         #expect(try #require(prover.asked.withLock { $0[1200] }) >= following + 2)
     }
 
+    @Test func aNameNotSeenAppearingIsKeptOnlyIfItsProcessHoldsAConnectionToTheBus() throws {
+        let holds = Mutex<[UInt32: Bool]>([1: true, 2: false])
+        let checked = Mutex<[UInt32]>([])
+        let peers = PeerIdentities(
+            prove: { _, _ in .host },
+            holdsConnection: { pid, daemon in
+                checked.withLock { $0.append(pid) }
+                return daemon == 77 ? holds.withLock { $0[pid] } : nil
+            })
+        peers.startedFollowing()
+        peers.noteBusDaemon(77)
+        peers.appeared(":1.50")
+        #expect(peers.identity(of: ":1.10", pid: 1) == .host)
+        guard case .unproved(let why) = peers.identity(of: ":1.11", pid: 2) else {
+            Issue.record("a process that holds no connection to the bus was taken for the caller")
+            return
+        }
+        #expect(why.contains("holds no connection"), "\(why)")
+        guard case .unproved(let unknown) = peers.identity(of: ":1.12", pid: 3) else {
+            Issue.record("a process whose connections cannot be read was taken for the caller")
+            return
+        }
+        #expect(unknown.contains("cannot be read"), "\(unknown)")
+        // A name seen appearing is proved by its start alone.
+        #expect(peers.identity(of: ":1.50", pid: 4) == .host)
+        #expect(checked.withLock { $0 } == [1, 2, 3])
+    }
+
     @Test func aFullTableKeepsWhatItProvedAndRefusesTheCallerItCannotKeep() throws {
         let prover = Prover()
         let peers = PeerIdentities(limit: 4, prove: prover.prove)

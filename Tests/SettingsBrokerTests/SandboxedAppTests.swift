@@ -446,7 +446,7 @@ struct SandboxedAppTests {
             "giving a pid to a chosen process sets the kernel's next pid, which only root may"),
         arguments: [true, false])
     func aConnectionWhosePidIsReusedByAHostProcessGainsNothing(calledFirst: Bool) async throws {
-        try await Self.reuseThePidOfAConnection(calledFirst: calledFirst, restartingTheBroker: false)
+        try await Self.reuseThePidOfAConnection(calledFirst: calledFirst, restart: .never)
     }
 
     /// The same after the broker restarts between the connection and the reuse: the new broker never saw the
@@ -456,10 +456,23 @@ struct SandboxedAppTests {
             if: access("/proc/sys/kernel/ns_last_pid", W_OK) == 0,
             "giving a pid to a chosen process sets the kernel's next pid, which only root may"))
     func aConnectionWhosePidIsReusedAfterTheBrokerRestartedGainsNothing() async throws {
-        try await Self.reuseThePidOfAConnection(calledFirst: false, restartingTheBroker: true)
+        try await Self.reuseThePidOfAConnection(calledFirst: false, restart: .beforeTheReuse)
     }
 
-    static func reuseThePidOfAConnection(calledFirst: Bool, restartingTheBroker: Bool) async throws {
+    /// The same when the pid is reused while no broker follows the names (before the restart): the process now
+    /// behind the pid holds no connection to the bus, so it is not the caller.
+    @Test(
+        .enabled(
+            if: access("/proc/sys/kernel/ns_last_pid", W_OK) == 0,
+            "giving a pid to a chosen process sets the kernel's next pid, which only root may"))
+    func aConnectionWhosePidIsReusedBeforeTheBrokerRestartedGainsNothing() async throws {
+        try await Self.reuseThePidOfAConnection(calledFirst: false, restart: .afterTheReuse)
+    }
+
+    /// When the broker restarts in the pid-reuse tests.
+    enum Restart { case never, beforeTheReuse, afterTheReuse }
+
+    static func reuseThePidOfAConnection(calledFirst: Bool, restart: Restart) async throws {
         try await withTestBus { bus in
             var broker = try await TestBroker.start(on: bus)
             try await Self.seed(bus)
@@ -477,7 +490,7 @@ struct SandboxedAppTests {
             await host.close()
             guard case .uint32(let busPid)? = pidReply.first else { throw SandboxFailure(description: "\(pidReply)") }
             let pid = Int(busPid)
-            if restartingTheBroker {
+            if restart == .beforeTheReuse {
                 _ = await broker.stop()
                 broker = try await TestBroker.start(on: bus)
             }
@@ -486,6 +499,10 @@ struct SandboxedAppTests {
             while Self.bootTicks() < start + 2 {}
             let reuser = try Self.processWithPid(pid)
             defer { reuser.signal(SIGKILL) }
+            if restart == .afterTheReuse {
+                _ = await broker.stop()
+                broker = try await TestBroker.start(on: bus)
+            }
 
             let other = try await app.run([
                 "op": "holder-call", "name": Self.mainName, "method": "Get", "signature": "s",
@@ -493,7 +510,9 @@ struct SandboxedAppTests {
             ])
             #expect(Self.errorName(other) == "AccessDenied", "\(other)")
             if !calledFirst {
-                #expect((other["message"] as? String ?? "").contains("reused"), "\(other)")
+                let message = other["message"] as? String ?? ""
+                let why = restart == .afterTheReuse ? "holds no connection to the bus" : "reused"
+                #expect(message.contains(why), "\(other)")
             }
             await app.stop()
             _ = await broker.stop()

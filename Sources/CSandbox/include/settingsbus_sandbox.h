@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// Landlock for the sync process (settings-sync), the process descriptors the broker proves a caller with, and
-// the broker's use of the C library's allocator: what Swift cannot call (syscall is variadic; <malloc.h> is not in
-// Swift's Glibc module).
+// Landlock for the sync process (settings-sync), the process descriptors and socket peers the broker proves a
+// caller with, and the broker's use of the C library's allocator: what Swift cannot call (syscall is variadic;
+// <malloc.h> is not in Swift's Glibc module; netlink's macros are not imported).
 #ifndef SETTINGSBUS_SANDBOX_H
 #define SETTINGSBUS_SANDBOX_H
+
+#include <stdint.h>
 
 /// The Landlock ABI version the kernel offers: 1 or more, or 0 when Landlock is not available (a kernel
 /// before 5.13, or Landlock not enabled).
@@ -28,6 +30,12 @@ int settingsbus_pidfd_open(int pid);
 /// Whether the process a pidfd names is still running (pidfd_send_signal with signal 0): 1 when it is, 0 when it
 /// has ended (its pid may then name another process), -errno when it cannot be told.
 int settingsbus_pidfd_alive(int pidfd);
+
+/// The peers of Unix sockets, from the kernel's socket diagnostics (NETLINK_SOCK_DIAG, UDIAG_SHOW_PEER) of this
+/// network namespace: for each connected socket, its inode in `inodes[i]` and its peer's in `peers[i]`, up to
+/// `capacity` of them. Returns how many there are (more than `capacity` when the arrays were too small), or
+/// -errno.
+long settingsbus_unix_socket_peers(uint32_t *inodes, uint32_t *peers, long capacity);
 
 /// Has every thread of the process allocate from one malloc arena (mallopt M_ARENA_MAX): an arena per thread
 /// keeps each one's free memory resident. Called before the process starts threads of its own.
