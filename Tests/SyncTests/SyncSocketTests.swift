@@ -131,14 +131,7 @@ struct SyncSocketTests {
     @Test func aSocketInAFolderOthersCanWriteIsRefusedBeforeAnythingIsSent() async throws {
         let (folder, script) = try Self.folder()
         defer { try? FileManager.default.removeItem(at: folder) }
-        let shared = folder.appendingPathComponent("shared")
-        try FileManager.default.createDirectory(at: shared, withIntermediateDirectories: false)
-        chmod(shared.path, 0o777)
-        let socket = shared.appendingPathComponent("sync.socket").path
-        let listener = try RunningProcess.start(
-            "/usr/bin/setpriv",
-            ["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", script, socket, try Self.helloBytes()])
-        #expect(try await listener.nextLine() == "listening as uid 65534")
+        let (shared, socket, listener) = try await Self.nobodysListener(in: folder, "shared", mode: 0o777, script: script)
         let machine = try await Self.broker(folder, socket: socket)
         defer { Task { await stopMachines([machine]) } }
 
@@ -150,19 +143,28 @@ struct SyncSocketTests {
         #expect(!printed.contains("accepted"), "\(printed)")
     }
 
+    /// A folder `name` of `mode` in `folder`, and a listener run as user nobody on `sync.socket` in it, once it
+    /// listens.
+    static func nobodysListener(in folder: URL, _ name: String, mode: mode_t, script: String) async throws
+        -> (folder: URL, socket: String, listener: RunningProcess)
+    {
+        let made = folder.appendingPathComponent(name)
+        try FileManager.default.createDirectory(at: made, withIntermediateDirectories: false)
+        chmod(made.path, mode)
+        let socket = made.appendingPathComponent("sync.socket").path
+        let listener = try RunningProcess.start(
+            "/usr/bin/setpriv",
+            ["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", script, socket, try Self.helloBytes()])
+        #expect(try await listener.nextLine() == "listening as uid 65534")
+        return (made, socket, listener)
+    }
+
     /// A sticky folder others can write (as /tmp) holds the socket of the broker's own user safely (no one
     /// else can replace it), but not another user's.
     @Test func aSocketOfAnotherUserInAStickyFolderIsRefused() async throws {
         let (folder, script) = try Self.folder()
         defer { try? FileManager.default.removeItem(at: folder) }
-        let sticky = folder.appendingPathComponent("sticky")
-        try FileManager.default.createDirectory(at: sticky, withIntermediateDirectories: false)
-        chmod(sticky.path, 0o1777)
-        let socket = sticky.appendingPathComponent("sync.socket").path
-        let listener = try RunningProcess.start(
-            "/usr/bin/setpriv",
-            ["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", script, socket, try Self.helloBytes()])
-        #expect(try await listener.nextLine() == "listening as uid 65534")
+        let (_, socket, listener) = try await Self.nobodysListener(in: folder, "sticky", mode: 0o1777, script: script)
         let machine = try await Self.broker(folder, socket: socket)
         defer { Task { await stopMachines([machine]) } }
 
