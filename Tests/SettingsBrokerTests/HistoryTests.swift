@@ -150,6 +150,23 @@ struct HistoryTests {
         .string(String(repeating: String(seed % 10), count: size))
     }
 
+    /// The number after each place `mark` is found in `bytes` (one pass over them).
+    static func numbers(after mark: [UInt8], in bytes: [UInt8]) -> [Int] {
+        guard let first = mark.first, bytes.count >= mark.count else { return [] }
+        var found: [Int] = []
+        var index = 0
+        while index <= bytes.count - mark.count {
+            if bytes[index] == first, bytes[index..<(index + mark.count)].elementsEqual(mark) {
+                let digits = bytes[(index + mark.count)...].prefix { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+                if let number = Int(String(decoding: digits, as: UTF8.self)) { found.append(number) }
+                index += mark.count
+            } else {
+                index += 1
+            }
+        }
+        return found
+    }
+
     /// The bytes the pages of table `history` take in the store file (sqlite3's `dbstat`).
     static func historyPages(_ path: String) async throws -> Int {
         let text = try await runSQLite(path, "SELECT SUM(pgsize) FROM dbstat WHERE name = 'history';")
@@ -267,8 +284,9 @@ struct LargeHistoryTests {
     }
 
     /// 2,000 pipelined writes of a 15 KiB value pass through the store file, with the default history (4 MiB): the
-    /// file and its backup stay near what the store holds.
-    @Test func theStoreFileAndItsBackupStayNearWhatTheStoreHolds() async throws {
+    /// file and its backup stay near what the store holds, and no value that left the history is in either (not in
+    /// a page freed).
+    @Test func theStoreFileStaysNearWhatItHoldsAndKeepsNoValueThatLeftTheHistory() async throws {
         try await withTestBus { bus in
             let folder = FileManager.default.temporaryDirectory.appendingPathComponent("settingsbus-size-\(UUID())")
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -286,6 +304,18 @@ struct LargeHistoryTests {
                 }
                 try await group.waitForAll()
             }
+            // The writes were sent in no set order: the values still held are the key's and those of the history
+            // the broker keeps (its newest 4 MiB, about 140 commits), named by their numbers.
+            let kept = try await HistoryTests.allHistory(connection)
+            #expect(kept.count > 100 && kept.count < 2_000, "the history keeps \(kept.count) commits")
+            let current = try await connection.settings("Get", [.string("/size/k")])
+            let held = (kept.flatMap(\.changes).flatMap { [$0.old, $0.new] } + current.map { Optional($0) })
+                .compactMap { value -> Int? in
+                    guard case .string(let text)? = value.map({ if case .variant(let inner) = $0 { inner } else { $0 } })
+                    else { return nil }
+                    return HistoryTests.numbers(after: Array(mark.utf8), in: Array(text.utf8)).first
+                }
+            #expect(held.count > 100)
             await connection.close()
             // A clean stop writes the backup.
             #expect(await broker.stop() == 0)
@@ -297,6 +327,12 @@ struct LargeHistoryTests {
             // The history's 4 MiB, the value and the tables' pages.
             #expect(store <= 8 << 20, "the store file is \(store) bytes")
             #expect(backup > 0 && backup <= store, "the backup is \(backup) bytes, the store \(store)")
+            let heldNumbers = Set(held)
+            for file in [broker.storePath, broker.storePath + "-wal", broker.storePath + ".backup"] {
+                guard let data = FileManager.default.contents(atPath: file) else { continue }
+                let left = HistoryTests.numbers(after: Array(mark.utf8), in: [UInt8](data)).filter { !heldNumbers.contains($0) }
+                #expect(left.isEmpty, "\(file) still holds \(left.count) values that left the history: \(left.prefix(5))")
+            }
         }
     }
 
