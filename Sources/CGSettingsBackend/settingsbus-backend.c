@@ -29,7 +29,8 @@
 //   (of the process's own earlier writes, or of other processes') are kept aside for it, by serial, and the copy
 //   takes the broker's newest value once the key has no write left in flight.
 // - write_tree (g_settings_apply) is one Apply: one commit, one Changed. reset is a Reset. sync waits until the
-//   broker answered every write sent, within BROKER_WAIT_MS.
+//   broker answered every write sent, within BROKER_WAIT_MS; in the `gsettings` program, a write refused or not
+//   answered by then ends it with status 1.
 // - A directory read is followed by its lock list (Locks): a write of a key it locks is refused at once, even in
 //   a process that never asked (`gsettings set` then says the key is not writable). get_writable answers from
 //   the list, else from Describe, kept per key; a DescriptionChanged that names a key drops both for it (the
@@ -49,7 +50,9 @@
 // and DescriptionChanged), so that they work whether or not the app runs a main loop in the thread that first
 // read; GSettingsBackend hands `changed` to each watcher in the watcher's own context.
 
+#define _GNU_SOURCE // program_invocation_short_name
 #define G_SETTINGS_ENABLE_BACKEND
+#include <errno.h>
 #include <gio/gio.h>
 #include <gio/gsettingsbackend.h>
 #include <string.h>
@@ -83,6 +86,7 @@ typedef struct {
     GHashTable *replies; // GUINT_TO_POINTER(a write's message serial) -> PendingWrite, until the broker answers
     GSource *reply_timer; // on the signal thread while a write waits for its answer: ends those past their time
     guint pending; // writes made and not answered yet
+    guint unstored; // writes the broker refused, or that failed or went unanswered, since the last sync
     GMainContext *context; // the signal thread's context
     GMainLoop *loop;
     GThread *signal_thread;
@@ -1108,6 +1112,7 @@ static void finish_write(SettingsBusBackend *self, PendingWrite *write, guint64 
         }
         g_free(directory);
     }
+    if (error) self->unstored++;
     g_mutex_unlock(&self->lock);
     if (error) {
         gchar *remote = g_dbus_error_get_remote_error(error);
@@ -1332,8 +1337,7 @@ static void send_write(SettingsBusBackend *self, PendingWrite *write) {
     }
 }
 
-// Whether a write cannot be stored now: the broker does not answer (a write would be undone, unanswered, and
-// `gsettings set` would exit 0).
+// Whether a write cannot be stored now: the broker does not answer (a write would be undone, unanswered).
 static gboolean unanswering(SettingsBusBackend *self) {
     g_mutex_lock(&self->lock);
     gboolean unanswering = self->unanswering;
@@ -1436,11 +1440,25 @@ static gboolean settings_bus_backend_write_tree(GSettingsBackend *backend, GTree
     return TRUE;
 }
 
+// Notes a write that could not be made (a reset, which has no way to say so): sync reports it.
+static void note_unstored(SettingsBusBackend *self) {
+    g_mutex_lock(&self->lock);
+    self->unstored++;
+    g_mutex_unlock(&self->lock);
+}
+
 static void settings_bus_backend_reset(GSettingsBackend *backend, const gchar *key, gpointer origin_tag) {
     SettingsBusBackend *self = SETTINGS_BUS_BACKEND(backend);
-    if (!self->bus || is_locked(self, key)) return;
+    if (!self->bus) return;
+    if (is_locked(self, key)) {
+        note_unstored(self);
+        return;
+    }
     load_directory_of(self, key);
-    if (unanswering(self)) return;
+    if (unanswering(self)) {
+        note_unstored(self);
+        return;
+    }
     PendingWrite *write = pending_write_new();
     write->kind = WRITE_RESET;
     write->key = g_strdup(key);
@@ -1455,8 +1473,10 @@ static void settings_bus_backend_reset(GSettingsBackend *backend, const gchar *k
 
 // Waits until every write made so far has been answered by the broker, up to BROKER_WAIT_MS (not at all while it
 // does not answer): the writes have left the app (the connection is flushed), and one left unanswered is undone
-// when its time comes, if the app still runs. GLib gives sync no way to report a write that failed: g_settings_sync
-// returns nothing, and `gsettings set` exits 0 after it.
+// when its time comes, if the app still runs. GLib gives sync no way to report a write that failed:
+// g_settings_sync returns nothing, and `gsettings set` and `gsettings reset` would exit 0 after it. So in the
+// `gsettings` program alone, whose work ends with that sync, a write the broker refused or left unanswered ends
+// the program with status 1 and a line that says so (the broker's refusal itself is logged when it comes).
 static void settings_bus_backend_sync(GSettingsBackend *backend) {
     SettingsBusBackend *self = SETTINGS_BUS_BACKEND(backend);
     if (self->bus) g_dbus_connection_flush_sync(self->bus, NULL, NULL);
@@ -1468,8 +1488,18 @@ static void settings_bus_backend_sync(GSettingsBackend *backend) {
             news = mark_unanswering_locked(self);
             break;
         }
+    guint unstored = self->unstored, unanswered = self->pending;
+    self->unstored = 0;
     g_mutex_unlock(&self->lock);
     if (news) say_unanswering();
+    if ((unstored > 0 || unanswered > 0) && g_strcmp0(program_invocation_short_name, "gsettings") == 0) {
+        if (unstored > 0)
+            g_printerr("settingsbus: the settings broker did not store the value\n");
+        else
+            g_printerr("settingsbus: the settings broker did not confirm within %d s that it stored the value\n",
+                       BROKER_WAIT_MS / 1000);
+        exit(1);
+    }
 }
 
 // MARK: - The object

@@ -17,7 +17,8 @@ struct GSettingsHostilePeerTests {
     /// A python3-gi owner of the broker's name, `rogue_broker.py MODE`. It prints `ready` once it owns the name.
     /// MODE `bad-keys`: it answers a directory's read with a key ending in `/` beside a good one, and at a line
     /// on its standard input sends a `Changed` that lists such a key too, beside a good change of `count`.
-    /// MODE `silent`: it never answers.
+    /// MODE `silent`: it never answers. MODE `refuses-writes`: it answers reads, and refuses every `Set` and
+    /// `Reset` (`InvalidValue`); MODE `holds-writes`: it answers reads, and never a `Set` or `Reset`.
     static let rogueBroker = """
         import sys, gi
         gi.require_version('Gio', '2.0')
@@ -38,8 +39,14 @@ struct GSettingsHostilePeerTests {
         bus = Gio.bus_get_sync(Gio.BusType.SESSION, None)
         held = []
         def called(connection, sender, path, interface, method, parameters, invocation):
-            if mode == 'silent':
+            writing = method in ('Set', 'Reset')
+            if mode == 'silent' or (mode == 'holds-writes' and writing):
                 held.append(invocation)
+            elif mode == 'refuses-writes' and writing:
+                invocation.return_dbus_error('io.github.settingsbus.Settings1.Error.InvalidValue', 'refused')
+            elif method == 'ReadTreeLayers' and mode != 'bad-keys':
+                invocation.return_value(GLib.Variant('(a{sv}a{sv}t)', (
+                    {'/org/example/editor/greeting': GLib.Variant('s', 'from the rogue')}, {}, 5)))
             elif method == 'ReadTreeLayers':
                 invocation.return_value(GLib.Variant('(a{sv}a{sv}t)', (
                     {'/org/example/editor/': GLib.Variant('s', 'bad'),
@@ -416,6 +423,50 @@ struct GSettingsHostilePeerTests {
             #expect(setTime < .seconds(Self.brokerWait + Self.appWork), "gsettings set took \(setTime)")
             rogue.closeInput()
             #expect(await rogue.waitForExit() == 0)
+        }
+    }
+
+    /// An owner of the broker's name that answers reads but refuses every write, or never answers one: `gsettings
+    /// set` and `gsettings reset` exit non-zero and say the value was not stored, within the bounded wait; an app
+    /// that calls `g_settings_sync` after such a write goes on.
+    @Test func gsettingsExitsNonZeroWhenItsWriteIsRefusedOrNotConfirmed() async throws {
+        let setup = try await Setup.compiled()
+        defer { setup.remove() }
+        try await withTestBus { bus in
+            let environment = setup.environment(bus)
+            for (mode, said) in [
+                ("refuses-writes", "settingsbus: the settings broker did not store the value"),
+                ("holds-writes", "settingsbus: the settings broker did not confirm within 2 s that it stored the value"),
+            ] {
+                let rogue = try RunningProcess.start(
+                    "/usr/bin/python3", ["-c", Self.rogueBroker, mode], environment: bus.environment)
+                #expect(try await rogue.nextLine() == "ready")
+                for arguments in [["set", "org.example.Editor", "greeting", "'mine'"], ["reset", "org.example.Editor", "greeting"]] {
+                    let clock = ContinuousClock()
+                    var result: TestProcess.Result?
+                    let time = try await clock.measure {
+                        result = try await TestProcess.run("/usr/bin/gsettings", arguments, environment: environment)
+                    }
+                    #expect(result?.status == 1, "\(mode) \(arguments): \(result?.stderr ?? "")")
+                    #expect(result?.stderr.contains(said) == true, "\(mode) \(arguments): \(result?.stderr ?? "")")
+                    #expect(time < .seconds(Self.brokerWait + Self.appWork), "\(mode) \(arguments) took \(time)")
+                }
+                // Any other program's sync returns: only the gsettings tool ends on it.
+                let app = try await TestProcess.run(
+                    "/usr/bin/python3",
+                    ["-c", """
+                        import gi
+                        gi.require_version('Gio', '2.0')
+                        from gi.repository import Gio
+                        s = Gio.Settings.new('org.example.Editor')
+                        s.set_string('greeting', 'mine')
+                        Gio.Settings.sync()
+                        print('went on', flush=True)
+                        """], environment: environment)
+                #expect(app.status == 0 && app.stdout == "went on\n", "\(mode): \(app.stderr)")
+                rogue.closeInput()
+                #expect(await rogue.waitForExit() == 0)
+            }
         }
     }
 }
