@@ -478,6 +478,41 @@ private final class NameFollowing: Sendable {
         {
             peers.noteBusDaemon(pid)
         }
+        // The census of the names on the bus now, those the broker did not see appear: before the broker takes its
+        // name, so that the caller that started it is counted before it is served.
+        peers.noteCensus(claims: await Self.claims(on: connection))
+    }
+
+    /// How many of the unique names on the bus each process made, as the bus daemon says
+    /// (`ListNames`, then `GetConnectionUnixProcessID` of each, 64 at a time); a name that left meanwhile is
+    /// not counted.
+    private static func claims(on connection: DBusConnection) async -> [UInt32: Int] {
+        func ask(_ member: MemberName, _ arguments: [DBusValue]) async -> DBusValue? {
+            try? await connection.call(
+                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+                member: member, arguments: arguments
+            ).first
+        }
+        guard case .array(_, let listed)? = await ask("ListNames", []) else { return [:] }
+        let names = listed.compactMap { value -> String? in
+            guard case .string(let name) = value, name.hasPrefix(":") else { return nil }
+            return name
+        }
+        var claims: [UInt32: Int] = [:]
+        for start in stride(from: 0, to: names.count, by: 64) {
+            await withTaskGroup(of: UInt32?.self) { group in
+                for name in names[start..<min(start + 64, names.count)] {
+                    group.addTask {
+                        guard case .uint32(let pid)? = await ask("GetConnectionUnixProcessID", [.string(name)]) else {
+                            return nil
+                        }
+                        return pid
+                    }
+                }
+                for await pid in group { if let pid { claims[pid, default: 0] += 1 } }
+            }
+        }
+        return claims
     }
 
     func end() {

@@ -17,8 +17,9 @@ import Synchronization
 //    (`NameOwnerChanged`): a process started later holds a pid reused after the caller's own process ended (a
 //    client that connects, forks and exits leaves its connection to a child, and its pid to whoever comes next).
 //    A name that appeared before the broker followed names (after a restart, or the caller that started it) is
-//    bounded by the moment the following took effect, never by the moment of its call; a name the broker could
-//    not keep (its tables are bounded) is refused;
+//    bounded by the moment the following took effect, never by the moment of its call, and its process must hold
+//    a connection to the bus now and have held, when the following took effect, as many as the names that claim
+//    it (``noteCensus(claims:)``); a name the broker could not keep (its tables are bounded) is refused;
 // 4. a process whose pid namespace and root are the broker's is the host (an `xdg-dbus-proxy` outside any
 //    sandbox too, as xdg-desktop-portal treats it); any other "looks sandboxed", and must prove which app it is:
 //    `/.flatpak-info` in its root, opened without following a link and required to be a regular file, with an
@@ -59,6 +60,9 @@ final class PeerIdentities: Sendable {
         var latestSeen: UniqueName?
         /// The bus daemon's process, whose sockets are the other ends of every connection to the bus.
         var busDaemon: UInt32?
+        /// For each process that names on the bus claimed when the following took effect: whether it then held
+        /// as many connections to the bus as names claimed it (``noteCensus(claims:)``); nil until counted.
+        var census: [UInt32: Bool]?
     }
 
     /// The most names kept in each table: above the bus daemon's own bound on connections (a session bus allows
@@ -73,15 +77,20 @@ final class PeerIdentities: Sendable {
     private let prove: @Sendable (_ pid: UInt32, _ appearedBy: UInt64) -> PeerIdentity
     /// Whether a process holds one of the bus daemon's connections (``ProcessProof/holdsConnection(_:of:)``).
     private let holdsConnection: @Sendable (_ pid: UInt32, _ busDaemon: UInt32) -> Bool?
+    /// How many of the bus daemon's connections each process holds (``ProcessProof/connections(of:busDaemon:)``).
+    private let countConnections: @Sendable (_ pids: Set<UInt32>, _ busDaemon: UInt32) -> [UInt32: Int]?
 
     init(
         limit: Int = defaultLimit,
         prove: @escaping @Sendable (_ pid: UInt32, _ appearedBy: UInt64) -> PeerIdentity = ProcessProof.identify,
-        holdsConnection: @escaping @Sendable (_ pid: UInt32, _ busDaemon: UInt32) -> Bool? = ProcessProof.holdsConnection
+        holdsConnection: @escaping @Sendable (_ pid: UInt32, _ busDaemon: UInt32) -> Bool? = ProcessProof.holdsConnection,
+        countConnections: @escaping @Sendable (_ pids: Set<UInt32>, _ busDaemon: UInt32) -> [UInt32: Int]? =
+            ProcessProof.connections
     ) {
         self.limit = limit
         self.prove = prove
         self.holdsConnection = holdsConnection
+        self.countConnections = countConnections
     }
 
     /// The broker's following of names has taken effect (its match rule for `NameOwnerChanged` is in force):
@@ -94,6 +103,19 @@ final class PeerIdentities: Sendable {
     /// The bus daemon's process (`GetConnectionUnixProcessID` of `org.freedesktop.DBus`).
     func noteBusDaemon(_ pid: UInt32) {
         state.withLock { $0.busDaemon = pid }
+    }
+
+    /// The census of the names that were on the bus when the following took effect: `claims` holds, for each
+    /// process, how many of those names the bus daemon says it made. Each process is noted with whether it then
+    /// held that many connections to the bus: one that held fewer had its pid taken over, and a name that claims
+    /// it may be a connection left to another process (a sandboxed child) by the one that made it.
+    func noteCensus(claims: [UInt32: Int]) {
+        guard let daemon = state.withLock({ $0.busDaemon }) else { return }
+        let held = countConnections(Set(claims.keys), daemon)
+        let census = held.map { held in
+            claims.reduce(into: [UInt32: Bool]()) { fits, claim in fits[claim.key] = (held[claim.key] ?? 0) >= claim.value }
+        }
+        state.withLock { $0.census = census }
     }
 
     /// A unique name appeared on the bus (`NameOwnerChanged` with no old owner): noted with the time.
@@ -129,12 +151,13 @@ final class PeerIdentities: Sendable {
         if let known = state.withLock({ $0.identities[name] }) { return known }
         let identity: PeerIdentity
         if let pid {
-            switch state.withLock({ (bound(of: name, in: $0), $0.busDaemon) }) {
-            case (.success(let bound), let daemon):
-                identity = Self.connected(
-                    prove(pid, min(bound.appearedBy, ProcessProof.bootTicks())), pid: pid,
-                    checked: bound.seen ? nil : { [holdsConnection] in daemon.flatMap { holdsConnection(pid, $0) } })
-            case (.failure(let problem), _):
+            switch state.withLock({ (bound(of: name, in: $0), $0.busDaemon, $0.census?[pid]) }) {
+            case (.success(let bound), let daemon, let counted):
+                let proved = prove(pid, min(bound.appearedBy, ProcessProof.bootTicks()))
+                identity =
+                    bound.seen || !proved.isProved
+                    ? proved : Self.unseen(proved, pid: pid, holds: daemon.flatMap { holdsConnection(pid, $0) }, counted: counted)
+            case (.failure(let problem), _, _):
                 identity = .unproved(problem.description)
             }
         } else {
@@ -150,18 +173,28 @@ final class PeerIdentities: Sendable {
     }
 
     /// A proved identity of a caller the broker did not see appear, kept only if its process holds a connection
-    /// to the bus (`checked`, nil for a caller seen appearing): a process that holds none is not the caller, but
-    /// one that took its pid before this broker followed names, which the start-time rule cannot tell.
-    private static func connected(_ identity: PeerIdentity, pid: UInt32, checked: (() -> Bool?)?) -> PeerIdentity {
-        guard let checked, identity.isProved else { return identity }
-        switch checked() {
-        case true?:
+    /// to the bus now (`holds`, nil when that cannot be read), and held, when the following took effect, as many
+    /// as the names on the bus that claimed it (`counted`, nil when it was not counted): a process that holds
+    /// none, or held fewer, is not the caller, but one that took its pid before this broker followed names, which
+    /// the start-time rule cannot tell.
+    private static func unseen(_ identity: PeerIdentity, pid: UInt32, holds: Bool?, counted: Bool?) -> PeerIdentity {
+        switch (holds, counted) {
+        case (true?, true?):
             return identity
-        case false?:
+        case (false?, _):
             return .unproved(
                 "its process \(pid) holds no connection to the bus: the pid was taken by another process after the "
                     + "caller connected")
-        case nil:
+        case (_, false?):
+            return .unproved(
+                "its process \(pid) held fewer connections to the bus than the names on it that claim the process "
+                    + "when the broker began following names: the pid was taken by another process after the caller "
+                    + "connected")
+        case (_, nil):
+            return .unproved(
+                "it connected before the broker followed the bus's names, and its process \(pid) was not counted "
+                    + "among the connections then on the bus")
+        case (nil, _):
             return .unproved(
                 "it connected before the broker followed the bus's names, and whether its process \(pid) holds a "
                     + "connection to the bus cannot be read")
@@ -288,8 +321,24 @@ enum ProcessProof {
     /// sockets is the peer of one of the daemon's (`/proc/PID/fd` and the kernel's socket diagnostics). Nil
     /// when that cannot be read.
     @Sendable static func holdsConnection(_ pid: UInt32, of busDaemon: UInt32) -> Bool? {
-        guard let daemonSockets = socketInodes(of: busDaemon), let own = socketInodes(of: pid) else { return nil }
-        guard !own.isEmpty else { return false }
+        connections(of: [pid], busDaemon: busDaemon).map { $0[pid, default: 0] > 0 }
+    }
+
+    /// How many connections to the bus whose daemon is the process `busDaemon` each of `pids` holds: its sockets
+    /// that are peers of one of the daemon's. A process whose sockets cannot be read (it ended) holds none; nil
+    /// when the daemon's sockets or the kernel's socket diagnostics cannot be read.
+    @Sendable static func connections(of pids: Set<UInt32>, busDaemon: UInt32) -> [UInt32: Int]? {
+        guard let daemonSockets = socketInodes(of: busDaemon), let peers = peersOfSockets(daemonSockets) else {
+            return nil
+        }
+        return pids.reduce(into: [:]) { counts, pid in
+            counts[pid] = socketInodes(of: pid).map { $0.intersection(peers).count } ?? 0
+        }
+    }
+
+    /// The inodes of the sockets whose peers are `sockets` (the kernel's socket diagnostics of Unix sockets); nil
+    /// when they cannot be read.
+    static func peersOfSockets(_ sockets: Set<UInt32>) -> Set<UInt32>? {
         var capacity = 16_384
         while capacity <= 1 << 22 {
             var inodes = [UInt32](repeating: 0, count: capacity)
@@ -300,7 +349,7 @@ enum ProcessProof {
                 capacity = count + 1_024
                 continue
             }
-            return (0..<count).contains { daemonSockets.contains(inodes[$0]) && own.contains(peers[$0]) }
+            return Set((0..<count).lazy.filter { sockets.contains(inodes[$0]) }.map { peers[$0] })
         }
         return nil
     }

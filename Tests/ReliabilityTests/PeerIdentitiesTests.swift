@@ -51,9 +51,11 @@ import Testing
             holdsConnection: { pid, daemon in
                 checked.withLock { $0.append(pid) }
                 return daemon == 77 ? holds.withLock { $0[pid] } : nil
-            })
+            },
+            countConnections: { pids, _ in Dictionary(uniqueKeysWithValues: pids.map { ($0, 1) }) })
         peers.startedFollowing()
         peers.noteBusDaemon(77)
+        peers.noteCensus(claims: [1: 1, 2: 1, 3: 1])
         peers.appeared(":1.50")
         #expect(peers.identity(of: ":1.10", pid: 1) == .host)
         guard case .unproved(let why) = peers.identity(of: ":1.11", pid: 2) else {
@@ -69,6 +71,48 @@ import Testing
         // A name seen appearing is proved by its start alone.
         #expect(peers.identity(of: ":1.50", pid: 4) == .host)
         #expect(checked.withLock { $0 } == [1, 2, 3])
+    }
+
+    /// The census taken when the following began: a process that then held fewer connections to the bus than the
+    /// names that claim it took the pid of one of them (a host process that is itself a client of the bus, say),
+    /// and none of those names is served as it; nor is a name that was not counted.
+    @Test func aNameNotSeenAppearingIsRefusedWhenItsProcessHeldFewerConnectionsThanTheNamesThatClaimIt() throws {
+        let counted = Mutex<[Set<UInt32>]>([])
+        let peers = PeerIdentities(
+            prove: { _, _ in .host },
+            holdsConnection: { _, _ in true },
+            countConnections: { pids, daemon in
+                counted.withLock { $0.append(pids) }
+                return daemon == 77 ? [1: 2, 2: 1] : nil
+            })
+        peers.startedFollowing()
+        // Not counted yet (the bus daemon is not known): refused.
+        peers.noteCensus(claims: [1: 2])
+        guard case .unproved(let uncounted) = peers.identity(of: ":1.9", pid: 1) else {
+            Issue.record("a name that was not counted was served")
+            return
+        }
+        #expect(uncounted.contains("was not counted"), "\(uncounted)")
+        peers.left(":1.9")
+        peers.noteBusDaemon(77)
+        // Process 1 made two connections and holds both; process 2 holds one, and two names claim it.
+        peers.noteCensus(claims: [1: 2, 2: 2])
+        #expect(counted.withLock { $0 } == [[1, 2]])
+        #expect(peers.identity(of: ":1.10", pid: 1) == .host)
+        #expect(peers.identity(of: ":1.11", pid: 1) == .host)
+        guard case .unproved(let why) = peers.identity(of: ":1.12", pid: 2) else {
+            Issue.record("a name whose process held fewer connections than the names that claim it was served")
+            return
+        }
+        #expect(why.contains("held fewer connections"), "\(why)")
+        guard case .unproved(let other) = peers.identity(of: ":1.13", pid: 3) else {
+            Issue.record("a process not counted was served")
+            return
+        }
+        #expect(other.contains("was not counted"), "\(other)")
+        // A name seen appearing is proved by its start alone.
+        peers.appeared(":1.50")
+        #expect(peers.identity(of: ":1.50", pid: 2) == .host)
     }
 
     @Test func aFullTableKeepsWhatItProvedAndRefusesTheCallerItCannotKeep() throws {

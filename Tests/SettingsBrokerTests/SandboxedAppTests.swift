@@ -469,10 +469,21 @@ struct SandboxedAppTests {
         try await Self.reuseThePidOfAConnection(calledFirst: false, restart: .afterTheReuse)
     }
 
+    /// The same when the process that takes the pid before the restart is itself a client of the bus: it holds a
+    /// connection, but fewer than the names that claim its pid when the new broker begins following names (its
+    /// own, and the one the app left to its child), so no name claiming it is served as the host.
+    @Test(
+        .enabled(
+            if: access("/proc/sys/kernel/ns_last_pid", W_OK) == 0,
+            "giving a pid to a chosen process sets the kernel's next pid, which only root may"))
+    func aConnectionWhosePidIsReusedByAClientOfTheBusBeforeTheBrokerRestartedGainsNothing() async throws {
+        try await Self.reuseThePidOfAConnection(calledFirst: false, restart: .afterTheReuse, reuserConnects: true)
+    }
+
     /// When the broker restarts in the pid-reuse tests.
     enum Restart { case never, beforeTheReuse, afterTheReuse }
 
-    static func reuseThePidOfAConnection(calledFirst: Bool, restart: Restart) async throws {
+    static func reuseThePidOfAConnection(calledFirst: Bool, restart: Restart, reuserConnects: Bool = false) async throws {
         try await withTestBus { bus in
             var broker = try await TestBroker.start(on: bus)
             try await Self.seed(bus)
@@ -497,8 +508,9 @@ struct SandboxedAppTests {
             // The clock moves on past the tick the connection appeared in, as any reuse in practice does.
             let start = Self.bootTicks()
             while Self.bootTicks() < start + 2 {}
-            let reuser = try Self.processWithPid(pid)
+            let reuser = try Self.processWithPid(pid, connectingTo: reuserConnects ? bus : nil)
             defer { reuser.signal(SIGKILL) }
+            if reuserConnects { try await Self.waitForAConnection(of: pid, on: bus) }
             if restart == .afterTheReuse {
                 _ = await broker.stop()
                 broker = try await TestBroker.start(on: bus)
@@ -511,11 +523,37 @@ struct SandboxedAppTests {
             #expect(Self.errorName(other) == "AccessDenied", "\(other)")
             if !calledFirst {
                 let message = other["message"] as? String ?? ""
-                let why = restart == .afterTheReuse ? "holds no connection to the bus" : "reused"
+                let why =
+                    restart == .afterTheReuse
+                    ? (reuserConnects ? "held fewer connections to the bus" : "holds no connection to the bus") : "reused"
                 #expect(message.contains(why), "\(other)")
             }
             await app.stop()
             _ = await broker.stop()
+        }
+    }
+
+    /// Waits (10 s at most) until a name on the bus was made by the process `pid`.
+    static func waitForAConnection(of pid: Int, on bus: TestBus) async throws {
+        let connection = try await bus.connect()
+        let deadline = ContinuousClock.now + .seconds(10)
+        var found = false
+        while !found, ContinuousClock.now < deadline {
+            let listed = try? await connection.call(
+                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+                member: "ListNames", arguments: [])
+            guard case .array(_, let names)? = listed?.first else { break }
+            for case .string(let name) in names where name.hasPrefix(":") && !found {
+                let reply = try? await connection.call(
+                    destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                    interface: "org.freedesktop.DBus", member: "GetConnectionUnixProcessID", arguments: [.string(name)])
+                if case .uint32(let owner)? = reply?.first, owner == UInt32(pid) { found = true }
+            }
+            await Task.yield()
+        }
+        await connection.close()
+        guard found else {
+            throw SandboxFailure(description: "no connection of process \(pid) appeared on the bus within 10 s")
         }
     }
 
@@ -529,10 +567,16 @@ struct SandboxedAppTests {
 
     /// A host process that gets `pid`, from the kernel's next pid (`/proc/sys/kernel/ns_last_pid`, root only);
     /// tried a few times, since another process may take the pid first.
-    static func processWithPid(_ pid: Int) throws -> ChildProcess {
+    /// With `bus`, the process is a client of it (`gdbus wait`, which holds its connection while it waits).
+    static func processWithPid(_ pid: Int, connectingTo bus: TestBus? = nil) throws -> ChildProcess {
         for _ in 0..<20 {
             try "\(pid - 1)".write(toFile: "/proc/sys/kernel/ns_last_pid", atomically: false, encoding: .utf8)
-            let child = try ChildProcess.spawn("/usr/bin/sleep", ["60"], environment: [:])
+            let child =
+                try bus.map {
+                    try ChildProcess.spawn(
+                        "/usr/bin/gdbus", ["wait", "--session", "--timeout", "60", "org.example.NeverOwned"],
+                        environment: $0.environment)
+                } ?? ChildProcess.spawn("/usr/bin/sleep", ["60"], environment: [:])
             if child.pid == Int32(pid) { return child }
             child.signal(SIGKILL)
         }
