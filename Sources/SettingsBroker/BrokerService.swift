@@ -2,6 +2,7 @@
 
 public import DBus
 public import Logging
+import Dispatch
 import SettingsModel
 import Synchronization
 
@@ -52,6 +53,9 @@ public final class BrokerService: Sendable {
         /// leaves it off: every user may read what it holds and only root may write, and its unit hides other
         /// users' processes from it (`ProtectProc=invisible`), so it could prove no caller.
         public var confinesSandboxedApps = true
+        /// The folder of the view of the user's values that apps read with no bus message (``PublishedView``);
+        /// nil to publish none.
+        public var viewFolder: String?
 
         /// The folders of schema files searched when none is given: `settingsbus/schemas` under
         /// `$XDG_DATA_HOME` (`~/.local/share`) and under each folder of `$XDG_DATA_DIRS`
@@ -169,6 +173,9 @@ public final class BrokerService: Sendable {
             processOf = { name in await Self.processID(of: name, connection) }
         }
         let writes = WritePath(store: store, connection: connection, logger: logger, processOf: processOf)
+        // Before the first commit (the administrator's layer, a schema file): every commit writes its files.
+        let view = Self.makeView(configuration, logger)
+        if let view { writes.publishing(to: view) }
         let vendor = VendorSchemas(
             directories: configuration.schemaDirectories, gsettingsDirectories: configuration.gsettingsSchemaDirectories,
             writes: writes, pollingFolders: configuration.pollingFolders
@@ -281,6 +288,9 @@ public final class BrokerService: Sendable {
                 // After the name is taken too: GNOME's schema sources, which the store holds from earlier runs
                 // (VendorSchemas.startGSettings). The schema files' stop ends their readings.
                 BrokerPart("GSettings schemas", start: { vendor.startGSettings() }),
+                // After the name is taken: the whole view is written again in the background, while commits
+                // already write the files of what they change.
+                BrokerPart("view", start: { [logger] in if let view { Self.writeWholeView(view, of: store, logger) } }),
                 // Last: a sandboxed app that finds this name finds the broker serving; the first reply on the main
                 // name waits for none of this. On a connection of its own, which never broadcasts
                 // (``SandboxedSignals``).
@@ -308,7 +318,7 @@ public final class BrokerService: Sendable {
                 // backup catches up and the file is closed; the name goes last, so that a broker started by
                 // the next call finds the store free.
                 "GSettings schemas", "schema files", "administrator files", "sync", "desktop portal", "sandboxed apps' name",
-                "writes",
+                "writes", "view",
                 "backup", "store file", "bus name",
             ])
         let started = try await parts.start()
@@ -332,6 +342,29 @@ public final class BrokerService: Sendable {
             throw ConnectionLost(
                 description: "the connection to the \(configuration.bus) bus was lost; the store \(store.path) was "
                     + "closed at serial \(finalSerial)")
+        }
+    }
+
+    /// The view of the user's values that commits write to (``PublishedView``), if configured and its folder
+    /// can be used; a `complete` left by an earlier broker is removed, until this one has written it all.
+    static func makeView(_ configuration: Configuration, _ logger: Logger) -> PublishedView? {
+        guard let folder = configuration.viewFolder else { return nil }
+        do {
+            return try PublishedView(folder: folder)
+        } catch {
+            logger.error("no view of the settings is published; apps read them from the bus", metadata: ["reason": "\(error)"])
+            return nil
+        }
+    }
+
+    /// Writes the whole view again on a queue of its own, then marks it complete.
+    static func writeWholeView(_ view: PublishedView, of store: DurableStore, _ logger: Logger) {
+        DispatchQueue(label: "settings-view").async {
+            let start = ContinuousClock.now
+            view.publishAll(from: store)
+            logger.debug(
+                "the view of the settings is written",
+                metadata: ["folder": "\(view.folder)", "duration": "\(ContinuousClock.now - start)"])
         }
     }
 

@@ -47,6 +47,9 @@ public final class WritePath: Sendable {
     /// Who else announces each commit, after its `Changed`: the sandboxed apps' name (``SandboxedSignals``) and
     /// the desktop portal's backend (``PortalSettings``), once they are served.
     private let announcers = Mutex<[@Sendable (CommittedChange) -> Void]>([])
+    /// The view of the user's values that each commit writes what it changed to, before its answers and
+    /// signals (``PublishedView``); nil while none is published.
+    private let view = Mutex<PublishedView?>(nil)
     /// Runs the commits that no placement took, one at a time.
     private let commitQueue = DispatchQueue(label: "settings-store-commit")
 
@@ -96,8 +99,10 @@ public final class WritePath: Sendable {
     func putAdministrator(_ layer: AdministratorLayer) {
         let (announcing, described) = store.putAdministrator(layer)
         write(announcing, for: .then { [self] result in
-            guard case .success(let serial) = result,
-                let signal = Settings1.DescriptionChangedSignal(
+            guard case .success(let serial) = result else { return }
+            // The files of the keys whose locks changed, before anyone hears of it.
+            if let view = view.withLock({ $0 }) { view.publish(Set(described.map(\.parent)), from: store) }
+            guard let signal = Settings1.DescriptionChangedSignal(
                     keys: described, serial: serial, origin: DurableStore.administratorOrigin)
             else { return }
             emit(signal.message, "DescriptionChanged", serial: serial)
@@ -107,6 +112,11 @@ public final class WritePath: Sendable {
                 origin: DurableStore.administratorOrigin, describedKeys: described)
             for announcer in announcers.withLock({ $0 }) { announcer(change) }
         })
+    }
+
+    /// Has each commit write what it changed to `view` from now on, before its answers and signals.
+    func publishing(to view: PublishedView) {
+        self.view.withLock { $0 = view }
     }
 
     /// Has each commit announced by `announcer` too, from now on, after its `Changed` and in serial order.
@@ -142,6 +152,9 @@ public final class WritePath: Sendable {
 
     /// Answers a commit's writers, then announces what it changed, in serial order.
     private func send(_ outcome: DurableStore.CommitOutcome) {
+        if let view = view.withLock({ $0 }), !outcome.changes.isEmpty {
+            view.publish(Self.directories(touchedBy: outcome.changes), from: store)
+        }
         for (waiter, result) in outcome.answers { answer(waiter, result) }
         let announcers = announcers.withLock { $0 }
         for change in outcome.changes {
@@ -153,6 +166,18 @@ public final class WritePath: Sendable {
             }
             for announcer in announcers { announcer(change) }
         }
+    }
+
+    /// The directories of the keys that commits changed or described.
+    private static func directories(touchedBy changes: [CommittedChange]) -> Set<SettingDirectory> {
+        var directories: Set<SettingDirectory> = []
+        for change in changes {
+            for key in change.values.lazy.map(\.key) + change.removed + change.secretKeys {
+                if let slash = key.lastIndex(of: "/") { directories.insert(SettingDirectory(unchecked: String(key[...slash]))) }
+            }
+            for key in change.describedKeys { directories.insert(key.parent) }
+        }
+        return directories
     }
 
     private func answer(_ waiter: WriteWaiter, _ result: Result<UInt64, SettingsError>) {

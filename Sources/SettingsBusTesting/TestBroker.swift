@@ -138,6 +138,8 @@ public final class TestBroker: Sendable {
                         ? [] : ["--schema-dir", directory.appendingPathComponent("schemas").path])
                     + (arguments.contains("--admin-dir")
                         ? [] : ["--admin-dir", directory.appendingPathComponent("admin").path])
+                    // The view beside the store: never the user's own in $XDG_RUNTIME_DIR.
+                    + (arguments.contains("--view") ? [] : ["--view", store + ".view"])
                 // The log file stands for the journal: the broker writes priority prefixes (`<3>…`) only to
                 // the stream JOURNAL_STREAM names, and tests read them.
                 var environment = ProcessInfo.processInfo.environment.merging(bus.environment) { _, new in new }
@@ -320,6 +322,7 @@ extension TestBus {
         let schemas =
             (arguments.contains("--schema-dir") ? [] : ["--schema-dir", storePath + ".schemas"])
             + (arguments.contains("--admin-dir") ? [] : ["--admin-dir", storePath + ".admin"])
+            + (arguments.contains("--view") ? [] : ["--view", storePath + ".view"])
         try installService(
             name: TestBroker.busName.rawValue,
             command: [try TestBroker.executablePath(), "--bus", address, "--store", storePath] + schemas + arguments)

@@ -67,6 +67,14 @@ struct SettingsBrokerCommand {
                     """,
                 defaultText: "/etc/settingsbus"),
             CommandOption(
+                name: "view", kind: .value(name: "dir"),
+                help: """
+                    The folder of the view of the user's values that apps read with no bus message (made mode \
+                    0700; one file per directory, no secret value); none to publish no view. The system broker \
+                    publishes none.
+                    """,
+                defaultText: "$XDG_RUNTIME_DIR/settingsbus/view"),
+            CommandOption(
                 name: "poll-folders", kind: .flag,
                 help: """
                     Look at the schema folders and the administrator's folder once a second instead of following \
@@ -177,6 +185,8 @@ struct SettingsBrokerCommand {
     var backupInterval: Double = 900
     var schemaDirectories: [String] = []
     var administratorFolder = "/etc/settingsbus"
+    /// `--view`: nil for the default.
+    var view: String?
     var pollFolders = false
     var secretReaders: String?
     var historyLimit = HistoryLimits.defaultCommits
@@ -210,6 +220,7 @@ struct SettingsBrokerCommand {
         }
         schemaDirectories = options.all("schema-dir")
         administratorFolder = options.value("admin-dir") ?? administratorFolder
+        view = options.value("view")
         pollFolders = options.flag("poll-folders")
         secretReaders = options.value("secret-readers")
         historyLimit = try options.value("history-limit", historyLimit, "a number of commits, 0 or more") { text in
@@ -341,6 +352,11 @@ struct SettingsBrokerCommand {
         configuration.pollingFolders = pollFolders
         // The machine-wide broker confines no caller (BrokerService.Configuration.confinesSandboxedApps).
         configuration.confinesSandboxedApps = bus != "system"
+        // The view is the user's: the machine-wide broker publishes none.
+        if bus != "system" {
+            let folder = view ?? ProcessEnvironment.current["XDG_RUNTIME_DIR"].map { $0 + "/settingsbus/view" }
+            configuration.viewFolder = folder == "none" ? nil : folder
+        }
         // The options were checked when they were read (init).
         if let sync = try? syncConfiguration() {
             logger.info(

@@ -1,0 +1,262 @@
+// SPDX-License-Identifier: Apache-2.0
+
+// Design note: the view the broker publishes (decision 0037).
+//
+// Apps read the user's settings from files the broker keeps in a folder of the user's alone
+// (`$XDG_RUNTIME_DIR/settingsbus/view`, mode 0700), so that a read needs no bus message and no running broker:
+//
+// - one file per directory that holds something an app reads: its keys' user values as the broker serves them,
+//   the administrator's defaults of its keys, and the administrator's locks under it (what `ReadTreeLayers`
+//   gives for the directory's own keys, and `Locks`), with the serial they hold at. A secret key is left out
+//   whole, and so is the user value of a key the administrator locked (the broker does not serve it);
+// - each file is one D-Bus message in the wire format (a `Directory` signal of `io.github.settingsbus.View1`),
+//   so that every reader checks it with the D-Bus parser it already trusts (libdbus's, GLib's), which bounds
+//   every offset and length; its name is `d-` and the FNV-1a hash of the directory, in hex, and the directory
+//   is in it, so a reader checks that the file is the one it asked for;
+// - a file is written whole beside its place and renamed over it: a reader sees the old file or the new, never
+//   a part; a directory left empty has its file removed;
+// - `complete` is written once every directory has its file (a message with the serial and the store's path):
+//   until then, and when it is missing, a reader asks the bus.
+//
+// A commit writes the files of the directories it touched, before its writers are answered and its `Changed`
+// leaves (``WritePath``): an app that has seen a `Changed`, or had its own write answered, reads the new value.
+// The cost of a commit is that of its directories, not of the store. An administrator's change rewrites every
+// directory (it is rare, and a lock may cover a whole tree). At start-up, the broker writes the whole view
+// again in the background, then `complete`.
+
+import DBus
+import Glibc
+import SettingsModel
+import Synchronization
+
+/// The view of the user's values the broker publishes for apps (see the design note above).
+final class PublishedView: Sendable {
+    /// The folder of the view.
+    let folder: String
+    /// Held while files are written: the files of one directory are written in the order of the states read.
+    private let writing = Mutex<Void>(())
+
+    /// The view's interface and the signals its files hold.
+    static let interface: InterfaceName = "io.github.settingsbus.View1"
+    static let objectPath: ObjectPath = "/io/github/settingsbus/View1"
+
+    /// Why the view's folder cannot be used.
+    struct Unusable: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// Makes the folder (and its parent, for the default `$XDG_RUNTIME_DIR/settingsbus/view`), mode 0700, and
+    /// checks that it is a folder of this user's alone; a `complete` left from before is removed first.
+    init(folder: String) throws(Unusable) {
+        self.folder = folder
+        let parent = String(folder[..<(folder.lastIndex(of: "/") ?? folder.startIndex)])
+        if !parent.isEmpty, access(parent, F_OK) != 0 { mkdir(parent, 0o700) }
+        if mkdir(folder, 0o700) != 0, errno != EEXIST {
+            throw Unusable(description: "cannot make the view's folder \(folder): \(String(cString: strerror(errno)))")
+        }
+        var status = stat()
+        guard lstat(folder, &status) == 0, status.st_mode & S_IFMT == S_IFDIR else {
+            throw Unusable(description: "the view's folder \(folder) is not a folder")
+        }
+        guard status.st_uid == getuid() else {
+            throw Unusable(description: "the view's folder \(folder) belongs to another user")
+        }
+        if status.st_mode & 0o077 != 0, chmod(folder, 0o700) != 0 {
+            throw Unusable(description: "the view's folder \(folder) is open to other users and cannot be closed")
+        }
+        unlink(folder + "/complete")
+    }
+
+    /// The name of a directory's file: `d-` and the 64-bit FNV-1a hash of its path, in 16 hex digits.
+    static func fileName(of directory: SettingDirectory) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in directory.rawValue.utf8 {
+            hash ^= UInt64(byte)
+            hash &*= 0x0000_0100_0000_01b3
+        }
+        let digits = String(hash, radix: 16)
+        return "d-" + String(repeating: "0", count: 16 - digits.count) + digits
+    }
+
+    /// Writes the files of `directories` from the store's state now.
+    func publish(_ directories: some Sequence<SettingDirectory>, from store: DurableStore) {
+        writing.withLock { _ in
+            for directory in directories { write(store.viewOfDirectory(directory)) }
+        }
+    }
+
+    /// Writes every directory's file again, in pieces of 256 directories (other commits go on between them),
+    /// removes the files of directories that hold nothing now, then writes `complete`.
+    func publishAll(from store: DurableStore) {
+        let directories = store.directoriesForView()
+        let names = Set(directories.map(Self.fileName))
+        var start = directories.startIndex
+        while start < directories.endIndex {
+            let end = min(start + 256, directories.endIndex)
+            publish(directories[start..<end], from: store)
+            start = end
+        }
+        writing.withLock { _ in
+            for name in Self.files(in: folder) where name.hasPrefix("d-") && !names.contains(name) {
+                // A directory emptied before this pass began: its file is stale unless a commit rewrote it since,
+                // and a commit that did would have found it holding something.
+                let path = folder + "/" + name
+                if let directory = Self.directory(inFile: path), !store.viewOfDirectory(directory).isEmpty { continue }
+                unlink(path)
+            }
+            let complete = DBusMessage.signal(
+                path: Self.objectPath, interface: Self.interface,
+                member: "Complete", body: [.uint64(store.serial), .string(store.persistence.path)])
+            writeFile(named: "complete", complete)
+        }
+    }
+
+    /// Writes one directory's file, or removes it when the directory holds nothing. Under `writing`.
+    private func write(_ view: DirectoryView) {
+        let name = Self.fileName(of: view.directory)
+        guard !view.isEmpty else {
+            unlink(folder + "/" + name)
+            return
+        }
+        let signal = DBusMessage.signal(
+            path: Self.objectPath, interface: Self.interface,
+            member: "Directory", body: view.body)
+        writeFile(named: name, signal)
+    }
+
+    /// Writes a message to `name` in the folder: whole, beside it, then renamed over it.
+    private func writeFile(named name: String, _ message: DBusMessage) {
+        guard let bytes = try? message.marshalled() else { return }
+        let (path, temporary) = (folder + "/" + name, folder + "/." + name + ".new")
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard descriptor >= 0 else { return }
+        let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
+        close(descriptor)
+        guard written == bytes.count else {
+            unlink(temporary)
+            return
+        }
+        if rename(temporary, path) != 0 { unlink(temporary) }
+    }
+
+    /// The directory a view file holds; nil when it cannot be read.
+    static func directory(inFile path: String) -> SettingDirectory? {
+        guard let message = try? DBusMessage(marshalled: readFile(path)), message.body.count == 5,
+            case .string(let text) = message.body[1]
+        else { return nil }
+        return try? SettingDirectory(text)
+    }
+
+    /// The bytes of a file (at most 64 MiB); empty when it cannot be read.
+    static func readFile(_ path: String) -> [UInt8] {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard descriptor >= 0 else { return [] }
+        defer { close(descriptor) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while bytes.count < 64 << 20 {
+            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            guard count > 0 else { break }
+            bytes += chunk[0..<count]
+        }
+        return bytes
+    }
+
+    /// The names in a folder.
+    static func files(in folder: String) -> [String] {
+        guard let directory = opendir(folder) else { return [] }
+        defer { closedir(directory) }
+        var names: [String] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if name != ".", name != ".." { names.append(name) }
+        }
+        return names
+    }
+}
+
+/// What the view holds of one directory: its keys' user values as served, the administrator's defaults of its
+/// keys, the administrator's locks under it, and the serial they hold at.
+struct DirectoryView: Sendable, Equatable {
+    var directory: SettingDirectory
+    var serial: UInt64
+    var user: [String: DBusValue] = [:]
+    var administrator: [String: DBusValue] = [:]
+    var locks: [String] = []
+
+    var isEmpty: Bool { user.isEmpty && administrator.isEmpty && locks.isEmpty }
+
+    /// The body of its `Directory` signal: `(t serial, s directory, a{sv} user, a{sv} administrator, as locks)`.
+    var body: [DBusValue] {
+        func entries(_ values: [String: DBusValue]) -> DBusValue {
+            .dictionary(
+                key: .string, value: .variant,
+                values.keys.sorted().map { DBusDictEntry(key: .string($0), value: .variant(values[$0]!)) })
+        }
+        return [
+            .uint64(serial), .string(directory.rawValue), entries(user), entries(administrator),
+            .array(.string, locks.map { .string($0) }),
+        ]
+    }
+}
+
+extension DurableStore {
+    /// What the view holds of `directory` now: its own keys only (not those of its subdirectories), none secret.
+    func viewOfDirectory(_ directory: SettingDirectory) -> DirectoryView {
+        committed.withLock { state in
+            var view = DirectoryView(directory: directory, serial: state.serial)
+            _ = state.forEachChild(of: directory, after: nil, limit: Int.max) { name in
+                guard !name.hasSuffix("/") else { return }
+                let key = SettingPath(unchecked: directory.rawValue + name)
+                let user = state.userValue(key), schema = state.schemas[key]
+                guard schema?.isSecret != true, let user else { return }
+                if let value = state.effectiveValue(user, schema, key: key),
+                    state.source(of: key, user: user, schema: schema, effective: value) == .user
+                {
+                    view.user[key.rawValue] = value
+                }
+            }
+            let administrator = state.administrator
+            if !administrator.isEmpty {
+                for (key, entry) in administrator.defaults where key.parent == directory {
+                    let schema = state.schemas[key]
+                    guard schema?.isSecret != true,
+                        let value = SettingsRules.administratorDefault(entry.value, under: schema)
+                    else { continue }
+                    view.administrator[key.rawValue] = value
+                }
+                view.locks = administrator.locks(under: directory).map(\.rawValue)
+            }
+            return view
+        }
+    }
+
+    /// Every directory the view has a file of: those of the keys with a user value, and, with an administrator's
+    /// layer, those of its defaults and those under a lock.
+    func directoriesForView() -> [SettingDirectory] {
+        committed.withLock { state in
+            var directories: Set<SettingDirectory> = []
+            var previous: Substring = ""
+            for key in state.values.order {
+                // Keys in order: the keys of one directory come together.
+                let parent = key[...key.lastIndex(of: "/")!]
+                if parent != previous {
+                    previous = parent
+                    directories.insert(SettingDirectory(unchecked: String(parent)))
+                }
+            }
+            for key in state.administrator.defaults.keys { directories.insert(key.parent) }
+            for location in state.administrator.locks.keys {
+                switch location {
+                case .key(let key): directories.insert(key.parent)
+                case .directory(let directory):
+                    directories.insert(directory)
+                    for key in state.values.order where key.hasPrefix(directory.rawValue) {
+                        directories.insert(SettingPath(unchecked: key).parent)
+                    }
+                }
+            }
+            return directories.sorted { $0.rawValue < $1.rawValue }
+        }
+    }
+}

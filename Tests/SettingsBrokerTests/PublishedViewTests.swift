@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import DBus
+import Foundation
+import SettingsBusTesting
+import SettingsModel
+import Testing
+
+/// The view of the user's values the broker publishes (`--view`, decision 0037): one file per
+/// directory, read here as an app reads it, and compared with what the broker serves on the bus (`ReadTreeLayers`
+/// and `Locks`) after every kind of change, each file written before the change's reply.
+@Suite(.timeLimit(.minutes(2)))
+struct PublishedViewTests {
+    typealias AdminFolder = AdministratorTests.AdminFolder
+
+    /// What the view holds of one directory.
+    struct DirectoryView: Equatable, CustomStringConvertible {
+        var serial: UInt64
+        var user: [String: DBusValue]
+        var administrator: [String: DBusValue]
+        var locks: [String]
+
+        var description: String { "serial \(serial), user \(user), administrator \(administrator), locks \(locks)" }
+    }
+
+    /// The file of `directory` in the view: `d-` and the 64-bit FNV-1a hash of the directory's path, in hex.
+    static func fileName(_ directory: String) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in directory.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x100_0000_01b3
+        }
+        return "d-" + String(format: "%016llx", hash)
+    }
+
+    static func entries(_ value: DBusValue?) -> [String: DBusValue] {
+        guard case .dictionary(_, _, let entries)? = value else { return [:] }
+        var result: [String: DBusValue] = [:]
+        for entry in entries {
+            if case .string(let key) = entry.key, case .variant(let inner) = entry.value { result[key] = inner }
+        }
+        return result
+    }
+
+    /// The view's file of `directory`, read as an app reads it; nil when there is none.
+    static func view(_ folder: URL, _ directory: String) throws -> DirectoryView? {
+        guard let data = FileManager.default.contents(atPath: folder.appendingPathComponent(fileName(directory)).path)
+        else { return nil }
+        let message = try DBusMessage(marshalled: [UInt8](data))
+        #expect(message.interface?.rawValue == "io.github.settingsbus.View1" && message.member?.rawValue == "Directory")
+        guard message.body.count == 5, case .uint64(let serial) = message.body[0],
+            case .string(let named) = message.body[1], case .array(_, let locks) = message.body[4]
+        else { throw PeerFailure("a view file of an unknown form: \(message.signature)") }
+        #expect(named == directory)
+        return DirectoryView(
+            serial: serial, user: entries(message.body[2]), administrator: entries(message.body[3]),
+            locks: locks.compactMap { if case .string(let lock) = $0 { lock } else { nil } })
+    }
+
+    /// What the broker serves of the directory's own keys on the bus, secret keys left out.
+    static func served(_ connection: DBusConnection, _ directory: String, secret: Set<String> = []) async throws
+        -> DirectoryView
+    {
+        let layers = try await connection.settings("ReadTreeLayers", [.string(directory)])
+        let locks = try await connection.settings("Locks", [.string(directory)])
+        func own(_ values: [String: DBusValue]) -> [String: DBusValue] {
+            values.filter { key, _ in
+                !secret.contains(key) && key.hasPrefix(directory) && !key.dropFirst(directory.count).contains("/")
+            }
+        }
+        guard case .uint64(let serial)? = layers.last, case .array(_, let lockList)? = locks.first else {
+            throw PeerFailure("unexpected answers: \(layers), \(locks)")
+        }
+        return DirectoryView(
+            serial: serial, user: own(entries(layers.first)), administrator: own(entries(layers.dropFirst().first)),
+            locks: lockList.compactMap { if case .string(let lock) = $0 { lock } else { nil } })
+    }
+
+    /// Expects the view of each directory to hold what the broker serves (an empty directory: no file), at the
+    /// serial of the broker's answer or later.
+    static func expectViewMatches(
+        _ folder: URL, _ connection: DBusConnection, _ directories: [String], secret: Set<String> = [],
+        _ step: String, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
+        for directory in directories {
+            let served = try await served(connection, directory, secret: secret)
+            let view = try view(folder, directory)
+            guard let view else {
+                #expect(
+                    served.user.isEmpty && served.administrator.isEmpty && served.locks.isEmpty,
+                    "\(step): no file for \(directory), which the broker serves as \(served)", sourceLocation: sourceLocation)
+                continue
+            }
+            #expect(view.user == served.user, "\(step): \(directory) user", sourceLocation: sourceLocation)
+            #expect(view.administrator == served.administrator, "\(step): \(directory) administrator", sourceLocation: sourceLocation)
+            #expect(view.locks.sorted() == served.locks.sorted(), "\(step): \(directory) locks", sourceLocation: sourceLocation)
+            #expect(view.serial <= served.serial, "\(step): \(directory) serial", sourceLocation: sourceLocation)
+        }
+    }
+
+    /// Waits (20 s at most) until the view says it is complete.
+    static func waitUntilComplete(_ folder: URL) async throws {
+        let complete = folder.appendingPathComponent("complete").path
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !FileManager.default.fileExists(atPath: complete) {
+            guard ContinuousClock.now < deadline else { throw PeerFailure("the view was not complete within 20 s") }
+            await Task.yield()
+        }
+    }
+
+    @Test func theViewHoldsWhatTheBrokerServesThroughEveryKindOfChange() async throws {
+        let admin = try AdminFolder()
+        defer { admin.root.remove() }
+        try admin.write("[org/example/editor]\ntheme='dark'\n", to: "defaults.d/10-site.conf")
+        try admin.write("/org/example/editor/theme\n", to: "locks.d/site")
+        try await withTestBus { bus in
+            var broker = try await TestBroker.start(on: bus, arguments: ["--admin-dir", admin.url.path])
+            let folder = URL(fileURLWithPath: broker.storePath + ".view")
+            try await Self.waitUntilComplete(folder)
+            let connection = try await bus.connect()
+            let (editor, other) = ("/org/example/editor/", "/org/example/other/")
+            try await Self.expectViewMatches(folder, connection, [editor, other], "the administrator's layer at start")
+
+            // Each write's files are written before its reply.
+            _ = try await connection.settings("Set", [.string(editor + "greeting"), .variant(.string("hi"))])
+            _ = try await connection.settings("Set", [.string(editor + "count"), .variant(.int32(3))])
+            _ = try await connection.settings("Set", [.string(other + "flag"), .variant(.boolean(true))])
+            _ = try await connection.settings("Set", [.string(editor + "nested/deep"), .variant(.string("below"))])
+            try await Self.expectViewMatches(folder, connection, [editor, other, editor + "nested/"], "sets")
+            #expect(try Self.view(folder, editor)?.user[editor + "nested/deep"] == nil, "a subdirectory's key")
+
+            let apply = Settings1.ApplyRequest(
+                sets: [(try SettingPath(editor + "greeting"), .string("bye"))], resets: [.key(try SettingPath(editor + "count"))])
+            _ = try await connection.settings("Apply", apply.body)
+            try await Self.expectViewMatches(folder, connection, [editor], "an Apply")
+
+            _ = try await connection.settings("Reset", [.string(other + "flag")])
+            try await Self.expectViewMatches(folder, connection, [other], "a reset that empties a directory")
+            #expect(try Self.view(folder, other) == nil)
+
+            // A secret key is never in the view, nor its value anywhere in the folder.
+            _ = try await connection.settings(
+                "Register", [.string(editor + "token"), .string("s"), .variant(.string("")), .stringMap([("secret", .boolean(true))])])
+            _ = try await connection.settings("Set", [.string(editor + "token"), .variant(.string("s3cret-value"))])
+            try await Self.expectViewMatches(folder, connection, [editor], secret: [editor + "token"], "a secret key")
+            #expect(try Self.view(folder, editor)?.user[editor + "token"] == nil)
+
+            // The administrator locks a key with a user value while the broker runs: its user value leaves the
+            // view with the change's signal.
+            let changed = try await AdministratorTests.signals("Changed", about: editor + "greeting", on: connection)
+            try admin.write("[org/example/editor]\ntheme='dark'\ngreeting='from the site'\n", to: "defaults.d/10-site.conf")
+            try admin.write("/org/example/editor/theme\n/org/example/editor/greeting\n", to: "locks.d/site")
+            _ = try await changed.next()
+            try await Self.expectViewMatches(folder, connection, [editor], secret: [editor + "token"], "an administrator's lock")
+            #expect(try Self.view(folder, editor)?.user[editor + "greeting"] == nil)
+            #expect(try Self.view(folder, editor)?.administrator[editor + "greeting"] == .string("from the site"))
+
+            // The view is the user's alone.
+            var status = stat()
+            #expect(lstat(folder.path, &status) == 0 && status.st_mode & 0o777 == 0o700)
+            for name in try FileManager.default.contentsOfDirectory(atPath: folder.path) {
+                let path = folder.appendingPathComponent(name).path
+                #expect(lstat(path, &status) == 0 && status.st_mode & 0o777 == 0o600, "\(name)")
+                let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+                #expect(bytes.range(of: Data("s3cret-value".utf8)) == nil, "\(name) holds the secret value")
+            }
+
+            // A new broker writes the whole view again: a file of a directory that holds nothing is removed.
+            await connection.close()
+            let stray = folder.appendingPathComponent(Self.fileName("/org/example/gone/"))
+            try Data("not a view".utf8).write(to: stray)
+            broker = try await broker.restart().broker
+            try await Self.waitUntilComplete(folder)
+            #expect(!FileManager.default.fileExists(atPath: stray.path))
+            let again = try await bus.connect()
+            try await Self.expectViewMatches(folder, again, [editor, other, editor + "nested/"], secret: [editor + "token"], "after a restart")
+            await again.close()
+            #expect(await broker.stop() == 0)
+        }
+    }
+}
