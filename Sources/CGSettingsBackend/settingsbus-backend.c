@@ -53,9 +53,12 @@
 #define _GNU_SOURCE // program_invocation_short_name
 #define G_SETTINGS_ENABLE_BACKEND
 #include <errno.h>
+#include <fcntl.h>
 #include <gio/gio.h>
 #include <gio/gsettingsbackend.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define SETTINGS_BUS_NAME "io.github.settingsbus.Settings1"
 #define SETTINGS_OBJECT_PATH "/io/github/settingsbus/Settings1"
@@ -99,6 +102,7 @@ typedef struct {
     gchar *owner;
     guint32 owner_serial; // the message serial of GetNameOwner, until it is answered
     guint64 newest_serial; // the newest serial of the owner's Changed signals
+    gchar *view; // the folder of the broker's view (decision 0037), NULL: none usable
     guint filter; // the connection's filter that takes Changed signals on GDBus's own thread
     struct FilterTarget *filter_target;
 } SettingsBusBackend;
@@ -132,6 +136,7 @@ typedef struct {
     guint32 reading; // the message serial of its read awaiting an answer (0: none)
     guint32 reading_locks; // the message serial of its Locks awaiting an answer (0: none)
     gboolean announce; // its read's changes are announced (`changed`): no thread waits for it
+    gboolean from_view; // first read from the broker's view: its read on the bus is taken when it comes, unwaited
 } DirectoryWatch;
 
 static void directory_watch_free(gpointer data) {
@@ -529,6 +534,142 @@ static void warn_unread(SettingsBusBackend *self, const gchar *directory, const 
     g_warning("settingsbus: cannot read %s from the settings broker: %s", directory, error->message);
 }
 
+// MARK: - The view
+
+static guint64 take_tree_locked(SettingsBusBackend *self, const gchar *directory, GVariant *layers, gboolean own,
+                                GPtrArray *changed);
+
+// The largest view file read: a directory's own keys.
+#define VIEW_FILE_LIMIT (16 << 20)
+#define VIEW_INTERFACE "io.github.settingsbus.View1"
+
+// The folder of the broker's view: $SETTINGSBUS_VIEW, else $XDG_RUNTIME_DIR/settingsbus/view, if it is a folder of
+// this user's that no one else may enter (decision 0037); NULL otherwise.
+static gchar *view_folder(void) {
+    const gchar *given = g_getenv("SETTINGSBUS_VIEW");
+    const gchar *runtime = g_getenv("XDG_RUNTIME_DIR");
+    gchar *folder = given && given[0] == '/' ? g_strdup(given)
+                    : runtime && runtime[0] == '/' ? g_build_filename(runtime, "settingsbus", "view", NULL)
+                                                   : NULL;
+    struct stat status;
+    if (folder && (lstat(folder, &status) != 0 || !S_ISDIR(status.st_mode) || status.st_uid != getuid() ||
+                   (status.st_mode & 0077) != 0))
+        g_clear_pointer(&folder, g_free);
+    return folder;
+}
+
+// The name of a directory's file in the view: `d-` and the 64-bit FNV-1a hash of its path, in hex.
+static gchar *view_file_name(const gchar *directory) {
+    guint64 hash = G_GUINT64_CONSTANT(0xcbf29ce484222325);
+    for (const guchar *byte = (const guchar *) directory; *byte; byte++) {
+        hash ^= *byte;
+        hash *= G_GUINT64_CONSTANT(0x100000001b3);
+    }
+    return g_strdup_printf("d-%016" G_GINT64_MODIFIER "x", hash);
+}
+
+// The bytes of a regular file of this user's in the view, at most VIEW_FILE_LIMIT (NULL: none such; `missing` is
+// set when there is no file of that name).
+static GBytes *read_view_file(const gchar *folder, const gchar *name, gboolean *missing) {
+    gchar *path = g_build_filename(folder, name, NULL);
+    int descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    g_free(path);
+    *missing = descriptor < 0 && errno == ENOENT;
+    if (descriptor < 0) return NULL;
+    struct stat status;
+    if (fstat(descriptor, &status) != 0 || !S_ISREG(status.st_mode) || status.st_uid != getuid() ||
+        status.st_size > VIEW_FILE_LIMIT) {
+        close(descriptor);
+        return NULL;
+    }
+    gsize size = (gsize) status.st_size, done = 0;
+    guchar *data = g_malloc(size ? size : 1);
+    while (done < size) {
+        ssize_t count = read(descriptor, data + done, size - done);
+        if (count < 0 && errno == EINTR) continue;
+        if (count <= 0) break;
+        done += (gsize) count;
+    }
+    close(descriptor);
+    return g_bytes_new_take(data, done);
+}
+
+// A message of the view: a signal of its interface named `member`, whose body is of `type` (NULL: not one).
+static GDBusMessage *view_message(GBytes *bytes, const gchar *member, const gchar *type) {
+    gsize size = 0;
+    const guchar *data = g_bytes_get_data(bytes, &size);
+    // GLib reads a whole message from another process: every length and offset is checked before use.
+    GDBusMessage *message = size >= 16 ? g_dbus_message_new_from_blob((guchar *) data, size, G_DBUS_CAPABILITY_FLAGS_NONE, NULL)
+                                       : NULL;
+    if (!message) return NULL;
+    GVariant *body = g_dbus_message_get_body(message);
+    if (g_dbus_message_get_message_type(message) != G_DBUS_MESSAGE_TYPE_SIGNAL ||
+        g_strcmp0(g_dbus_message_get_interface(message), VIEW_INTERFACE) != 0 ||
+        g_strcmp0(g_dbus_message_get_member(message), member) != 0 || !body ||
+        !g_variant_is_of_type(body, G_VARIANT_TYPE(type)))
+        g_clear_object(&message);
+    return message;
+}
+
+// Reads a directory from the broker's view, if it is complete: `layers` as a read's answer, `(a{sv}a{sv}t)`, and
+// the locks under it. FALSE when the view cannot be trusted for it (no view, not complete, a file that is not of
+// the directory or not a view's): the directory is then read from the bus.
+static gboolean read_view(SettingsBusBackend *self, const gchar *directory, GVariant **layers, gchar ***locks) {
+    if (!self->view) return FALSE;
+    gboolean missing = FALSE;
+    GBytes *complete = read_view_file(self->view, "complete", &missing);
+    GDBusMessage *marker = complete ? view_message(complete, "Complete", "(ts)") : NULL;
+    if (complete) g_bytes_unref(complete);
+    if (!marker) return FALSE;
+    guint64 complete_serial = 0;
+    g_variant_get_child(g_dbus_message_get_body(marker), 0, "t", &complete_serial);
+    g_object_unref(marker);
+    gchar *name = view_file_name(directory);
+    GBytes *bytes = read_view_file(self->view, name, &missing);
+    g_free(name);
+    if (!bytes) {
+        if (!missing) return FALSE;
+        // A complete view has no file for a directory that holds nothing.
+        *layers = g_variant_ref_sink(g_variant_new("(a{sv}a{sv}t)", NULL, NULL, complete_serial));
+        *locks = g_new0(gchar *, 1);
+        return TRUE;
+    }
+    GDBusMessage *message = view_message(bytes, "Directory", "(tsa{sv}a{sv}as)");
+    g_bytes_unref(bytes);
+    if (!message) return FALSE;
+    GVariant *body = g_dbus_message_get_body(message);
+    const gchar *named = NULL;
+    g_variant_get_child(body, 1, "&s", &named);
+    gboolean ours = g_strcmp0(named, directory) == 0;
+    if (ours) {
+        guint64 serial = 0;
+        GVariant *user = g_variant_get_child_value(body, 2), *administrator = g_variant_get_child_value(body, 3);
+        g_variant_get_child(body, 0, "t", &serial);
+        *layers = g_variant_ref_sink(g_variant_new("(@a{sv}@a{sv}t)", user, administrator, serial));
+        g_variant_unref(user);
+        g_variant_unref(administrator);
+        g_variant_get_child(body, 4, "^as", locks);
+    }
+    g_object_unref(message);
+    return ours;
+}
+
+// Takes a directory's first read from the broker's view, if it can be trusted: the copy is then loaded at once,
+// with no wait. Its read is still sent on the bus, and taken, announced, when the broker answers: it catches any
+// change between the view's file and the watch taking effect. Lock held.
+static gboolean load_from_view_locked(SettingsBusBackend *self, const gchar *directory, DirectoryWatch *watch) {
+    GVariant *layers = NULL;
+    gchar **locks = NULL;
+    if (!read_view(self, directory, &layers, &locks)) return FALSE;
+    watch->serial = take_tree_locked(self, directory, layers, TRUE, NULL);
+    g_variant_unref(layers);
+    g_strfreev(watch->locks);
+    watch->locks = locks;
+    watch->loaded = TRUE;
+    watch->from_view = TRUE;
+    return TRUE;
+}
+
 // Watches a directory (once; `subscribing`: for one more GSettings object) and reads it if it is not read yet:
 // when its first read failed, it is read again. Waits for the read, up to BROKER_WAIT_MS (not at all while the
 // broker does not answer); a read answered later is taken then, and what it changes is announced. Not called with
@@ -553,10 +694,20 @@ static void load_directory(SettingsBusBackend *self, const gchar *directory, gbo
         }
     }
     if (subscribing) watch->users++;
-    if (!watch->loaded && !watch->reading) read_watch_locked(self, directory, watch);
+    if (!watch->loaded && !watch->reading) {
+        gboolean viewed = load_from_view_locked(self, directory, watch);
+        read_watch_locked(self, directory, watch);
+        if (viewed) {
+            // Nothing to wait for: the bus's answer is taken, and announced, when it comes.
+            watch->announce = TRUE;
+            g_mutex_unlock(&self->lock);
+            return;
+        }
+    }
     gint64 deadline = wait_deadline_locked(self);
     gboolean news = FALSE;
-    while (watch && (!watch->loaded || watch->reading_locks) && (watch->reading || watch->reading_locks)) {
+    while (watch && !watch->from_view && (!watch->loaded || watch->reading_locks) &&
+           (watch->reading || watch->reading_locks)) {
         if (!g_cond_wait_until(&self->idle, &self->lock, deadline)) {
             // Its read is taken when it comes, and announced.
             watch->announce = TRUE;
@@ -1560,6 +1711,7 @@ static void settings_bus_backend_finalize(GObject *object) {
         if (((BrokerCall *) call)->kind != CALL_WAITED) broker_call_free(call);
     g_hash_table_unref(self->calls);
     g_free(self->owner);
+    g_free(self->view);
     g_mutex_clear(&self->lock);
     g_cond_clear(&self->idle);
     G_OBJECT_CLASS(settings_bus_backend_parent_class)->finalize(object);
@@ -1599,6 +1751,7 @@ static void settings_bus_backend_init(SettingsBusBackend *self) {
     self->context = g_main_context_new();
     self->loop = g_main_loop_new(self->context, FALSE);
     self->signal_thread = g_thread_new("settingsbus-signals", run_signal_thread, self);
+    self->view = view_folder();
     GError *error = NULL;
     self->bus = g_bus_get_sync(G_BUS_TYPE_SESSION, NULL, &error);
     if (!self->bus) {

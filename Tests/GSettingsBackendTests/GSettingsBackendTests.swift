@@ -71,6 +71,11 @@ struct GSettingsBackendTests {
             ]) { _, new in new }
         }
 
+        /// The same, reading first from the view `broker` publishes (`SETTINGSBUS_VIEW`, decision 0037).
+        func environment(_ bus: TestBus, viewOf broker: TestBroker) -> [String: String] {
+            environment(bus).merging(["SETTINGSBUS_VIEW": broker.storePath + ".view"]) { _, new in new }
+        }
+
         func remove() { try? FileManager.default.removeItem(at: folder) }
     }
 

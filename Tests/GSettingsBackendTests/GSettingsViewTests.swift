@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import DBus
+import Foundation
+import SettingsBusTesting
+import SettingsModel
+import Testing
+
+/// GSettings apps read a directory first from the view the broker publishes (decision 0037), with no wait for
+/// the broker: `gsettings` and python3-gi apps on a private bus, with the broker running, stopped, and a view
+/// that was damaged or replaced.
+@Suite(.timeLimit(.minutes(3)))
+struct GSettingsViewTests {
+    typealias Setup = GSettingsBackendTests.Setup
+
+    /// Reads `greeting` and three profiles' `font`, prints how long that took and the values, then waits for
+    /// `count` to change (or 30 s) and prints it.
+    static let readAndFollow = """
+        import time, gi
+        gi.require_version('Gio', '2.0')
+        from gi.repository import Gio, GLib
+        start = time.monotonic()
+        objects = [Gio.Settings.new('org.example.Editor')] + [
+            Gio.Settings.new_with_path('org.example.Profile', f'/org/example/profiles/p{i}/') for i in range(3)]
+        values = [objects[0].get_string('greeting')] + [o.get_string('font') for o in objects[1:]]
+        print(f'{time.monotonic() - start:.2f}', ', '.join(values), flush=True)
+        loop = GLib.MainLoop()
+        objects[0].connect('changed::count', lambda *_: loop.quit())
+        GLib.timeout_add_seconds(30, loop.quit)
+        loop.run()
+        print('count', objects[0].get_int('count'), flush=True)
+        """
+
+    struct ViewNotComplete: Error, CustomStringConvertible {
+        var description: String { "the view was not complete within 20 s" }
+    }
+
+    /// Waits (20 s at most) until the broker's view is complete.
+    static func waitForTheView(of broker: TestBroker) async throws {
+        let complete = broker.storePath + ".view/complete"
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !FileManager.default.fileExists(atPath: complete) {
+            guard ContinuousClock.now < deadline else { throw ViewNotComplete() }
+            await Task.yield()
+        }
+    }
+
+    /// The view's file of a directory (`d-` and the FNV-1a hash of its path).
+    static func viewFile(_ broker: TestBroker, _ directory: String) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in directory.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x100_0000_01b3
+        }
+        return broker.storePath + ".view/" + "d-" + String(format: "%016llx", hash)
+    }
+
+    /// With the broker stopped (SIGSTOP), an app reads the values the broker stored, from the view, at once: no
+    /// wait, no word in its log; and a change made when the broker goes on reaches it.
+    @Test func anAppReadsTheStoredValuesFromTheViewWithTheBrokerStopped() async throws {
+        let setup = try await Setup.compiled()
+        defer { setup.remove() }
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus)
+            let connection = try await bus.connect()
+            try await GSettingsBackendTests.set("/org/example/editor/greeting", .string("stored"), connection)
+            try await GSettingsBackendTests.set("/org/example/profiles/p1/font", .string("Serif 11"), connection)
+            try await Self.waitForTheView(of: broker)
+            let environment = setup.environment(bus, viewOf: broker)
+            #expect(kill(broker.pid, SIGSTOP) == 0)
+            let clock = ContinuousClock()
+            var get: TestProcess.Result?
+            let time = try await clock.measure {
+                get = try await TestProcess.run(
+                    "/usr/bin/gsettings", ["get", "org.example.Editor", "greeting"], environment: environment)
+            }
+            #expect(get?.stdout == "'stored'\n" && get?.status == 0, "\(get?.stdout ?? "") \(get?.stderr ?? "")")
+            #expect(!(get?.stderr.contains("settingsbus") ?? true), "\(get?.stderr ?? "")")
+            #expect(time < .seconds(1), "gsettings get took \(time) with the broker stopped")
+            let app = try RunningProcess.start("/usr/bin/python3", ["-c", Self.readAndFollow], environment: environment)
+            let read = try await app.nextLine()
+            let parts = read?.split(separator: " ", maxSplits: 1) ?? []
+            #expect(parts.last == "stored, Monospace 10, Serif 11, Monospace 10", "\(read ?? "nothing")")
+            #expect((parts.first.flatMap { Double($0) } ?? .infinity) < 1.0, "\(read ?? "nothing")")
+            #expect(kill(broker.pid, SIGCONT) == 0)
+            try await GSettingsBackendTests.set("/org/example/editor/count", .int32(7), connection)
+            #expect(try await app.nextLine() == "count 7")
+            #expect(await app.waitForExit() == 0)
+            let log = await app.standardError()
+            #expect(!log.contains("settingsbus"), "\(log)")
+            await connection.close()
+            #expect(await broker.stop() == 0)
+        }
+    }
+
+    /// A view file that cannot be trusted is left for the bus: garbage, a file cut short, another directory's
+    /// file, a link, a view that is not complete. The app reads the broker's value each time, with no CRITICAL,
+    /// and a view file another process of the user wrote whole is read as it is.
+    @Test func aViewThatCannotBeTrustedIsLeftForTheBus() async throws {
+        let setup = try await Setup.compiled()
+        defer { setup.remove() }
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus)
+            let connection = try await bus.connect()
+            try await GSettingsBackendTests.set("/org/example/editor/greeting", .string("stored"), connection)
+            try await GSettingsBackendTests.set("/org/example/profiles/p1/font", .string("Serif 11"), connection)
+            try await Self.waitForTheView(of: broker)
+            let environment = setup.environment(bus, viewOf: broker)
+            let file = Self.viewFile(broker, "/org/example/editor/")
+            let good = try Data(contentsOf: URL(fileURLWithPath: file))
+            let other = try Data(contentsOf: URL(fileURLWithPath: Self.viewFile(broker, "/org/example/profiles/p1/")))
+            // A file written whole by another process of the user is what the app reads: the view is read.
+            let forged = DBusMessage.signal(
+                path: "/io/github/settingsbus/View1", interface: "io.github.settingsbus.View1", member: "Directory",
+                body: [
+                    .uint64(1), .string("/org/example/editor/"),
+                    .dictionary(key: .string, value: .variant, [DBusDictEntry(key: .string("/org/example/editor/greeting"), value: .variant(.string("from the file")))]),
+                    .dictionary(key: .string, value: .variant, []), .array(.string, []),
+                ])
+            try Data(try forged.marshalled()).write(to: URL(fileURLWithPath: file))
+            #expect(try await GSettingsBackendTests.gsettings(["get", "org.example.Editor", "greeting"], environment) == "'from the file'")
+
+            let complete = broker.storePath + ".view/complete"
+            let completeBytes = try Data(contentsOf: URL(fileURLWithPath: complete))
+            let damages: [(String, () throws -> Void)] = [
+                ("garbage", { try Data(repeating: 0x6c, count: 4096).write(to: URL(fileURLWithPath: file)) }),
+                ("cut short", { try good.prefix(good.count / 2).write(to: URL(fileURLWithPath: file)) }),
+                ("another directory's file", { try other.write(to: URL(fileURLWithPath: file)) }),
+                ("a link", {
+                    try? FileManager.default.removeItem(atPath: file + ".target")
+                    try forged.marshalled().withUnsafeBytes { try Data($0).write(to: URL(fileURLWithPath: file + ".target")) }
+                    try? FileManager.default.removeItem(atPath: file)
+                    try FileManager.default.createSymbolicLink(atPath: file, withDestinationPath: file + ".target")
+                }),
+                ("not complete", {
+                    try? FileManager.default.removeItem(atPath: file)
+                    try Data(try forged.marshalled()).write(to: URL(fileURLWithPath: file))
+                    try FileManager.default.removeItem(atPath: complete)
+                }),
+                ("a complete of another kind", { try good.write(to: URL(fileURLWithPath: complete)) }),
+            ]
+            for (damage, make) in damages {
+                try make()
+                let run = try await TestProcess.run(
+                    "/usr/bin/gsettings", ["get", "org.example.Editor", "greeting"], environment: environment)
+                #expect(run.status == 0 && run.stdout == "'stored'\n", "\(damage): \(run.stdout) \(run.stderr)")
+                #expect(!run.stderr.contains("CRITICAL"), "\(damage): \(run.stderr)")
+            }
+            try completeBytes.write(to: URL(fileURLWithPath: complete))
+            await connection.close()
+            #expect(await broker.stop() == 0)
+        }
+    }
+}
