@@ -613,7 +613,8 @@ static GDBusMessage *view_message(GBytes *bytes, const gchar *member, const gcha
 
 // Reads a directory from the broker's view, if it is complete: `layers` as a read's answer, `(a{sv}a{sv}t)`, and
 // the locks under it. FALSE when the view cannot be trusted for it (no view, not complete, a file that is not of
-// the directory or not a view's): the directory is then read from the bus.
+// the directory or not a view's) or does not hold all of it (a secret key's value): the directory is then read
+// from the bus.
 static gboolean read_view(SettingsBusBackend *self, const gchar *directory, GVariant **layers, gchar ***locks) {
     if (!self->view) return FALSE;
     gboolean missing = FALSE;
@@ -634,13 +635,16 @@ static gboolean read_view(SettingsBusBackend *self, const gchar *directory, GVar
         *locks = g_new0(gchar *, 1);
         return TRUE;
     }
-    GDBusMessage *message = view_message(bytes, "Directory", "(tsa{sv}a{sv}as)");
+    GDBusMessage *message = view_message(bytes, "Directory", "(tsa{sv}a{sv}asa{sv}as)");
     g_bytes_unref(bytes);
     if (!message) return FALSE;
     GVariant *body = g_dbus_message_get_body(message);
     const gchar *named = NULL;
     g_variant_get_child(body, 1, "&s", &named);
-    gboolean ours = g_strcmp0(named, directory) == 0;
+    // A directory with secret keys is read from the bus, which gives their values to the user's own apps.
+    GVariant *secret = g_variant_get_child_value(body, 6);
+    gboolean ours = g_strcmp0(named, directory) == 0 && g_variant_n_children(secret) == 0;
+    g_variant_unref(secret);
     if (ours) {
         guint64 serial = 0;
         GVariant *user = g_variant_get_child_value(body, 2), *administrator = g_variant_get_child_value(body, 3);

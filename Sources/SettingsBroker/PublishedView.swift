@@ -7,8 +7,9 @@
 //
 // - one file per directory that holds something an app reads: its keys' user values as the broker serves them,
 //   the administrator's defaults of its keys, and the administrator's locks under it (what `ReadTreeLayers`
-//   gives for the directory's own keys, and `Locks`), with the serial they hold at. A secret key is left out
-//   whole, and so is the user value of a key the administrator locked (the broker does not serve it);
+//   gives for the directory's own keys, and `Locks`), the defaults of its keys' registered schemas, and the
+//   serial they hold at. A secret key is named, with no value (a reader asks the bus for it), and the user value
+//   of a key the administrator locked is left out (the broker does not serve it);
 // - each file is one D-Bus message in the wire format (a `Directory` signal of `io.github.settingsbus.View1`),
 //   so that every reader checks it with the D-Bus parser it already trusts (libdbus's, GLib's), which bounds
 //   every offset and length; its name is `d-` and the FNV-1a hash of the directory, in hex, and the directory
@@ -176,17 +177,21 @@ final class PublishedView: Sendable {
 }
 
 /// What the view holds of one directory: its keys' user values as served, the administrator's defaults of its
-/// keys, the administrator's locks under it, and the serial they hold at.
+/// keys, the administrator's locks under it, the defaults of its keys' registered schemas, the names of its
+/// secret keys (whose values a reader asks the bus for), and the serial they hold at.
 struct DirectoryView: Sendable, Equatable {
     var directory: SettingDirectory
     var serial: UInt64
     var user: [String: DBusValue] = [:]
     var administrator: [String: DBusValue] = [:]
     var locks: [String] = []
+    var registered: [String: DBusValue] = [:]
+    var secret: [String] = []
 
-    var isEmpty: Bool { user.isEmpty && administrator.isEmpty && locks.isEmpty }
+    var isEmpty: Bool { user.isEmpty && administrator.isEmpty && locks.isEmpty && registered.isEmpty && secret.isEmpty }
 
-    /// The body of its `Directory` signal: `(t serial, s directory, a{sv} user, a{sv} administrator, as locks)`.
+    /// The body of its `Directory` signal: `(t serial, s directory, a{sv} user, a{sv} administrator, as locks,
+    /// a{sv} registered, as secret)`.
     var body: [DBusValue] {
         func entries(_ values: [String: DBusValue]) -> DBusValue {
             .dictionary(
@@ -195,7 +200,7 @@ struct DirectoryView: Sendable, Equatable {
         }
         return [
             .uint64(serial), .string(directory.rawValue), entries(user), entries(administrator),
-            .array(.string, locks.map { .string($0) }),
+            .array(.string, locks.map { .string($0) }), entries(registered), .array(.string, secret.map { .string($0) }),
         ]
     }
 }
@@ -209,7 +214,12 @@ extension DurableStore {
                 guard !name.hasSuffix("/") else { return }
                 let key = SettingPath(unchecked: directory.rawValue + name)
                 let user = state.userValue(key), schema = state.schemas[key]
-                guard schema?.isSecret != true, let user else { return }
+                if let schema, schema.isSecret {
+                    view.secret.append(key.rawValue)
+                    return
+                }
+                if let registered = schema?.defaultValue { view.registered[key.rawValue] = registered }
+                guard let user else { return }
                 if let value = state.effectiveValue(user, schema, key: key),
                     state.source(of: key, user: user, schema: schema, effective: value) == .user
                 {
@@ -231,18 +241,20 @@ extension DurableStore {
         }
     }
 
-    /// Every directory the view has a file of: those of the keys with a user value, and, with an administrator's
-    /// layer, those of its defaults and those under a lock.
+    /// Every directory the view has a file of: those of the keys with a user value or a registered schema, and,
+    /// with an administrator's layer, those of its defaults and those under a lock.
     func directoriesForView() -> [SettingDirectory] {
         committed.withLock { state in
             var directories: Set<SettingDirectory> = []
-            var previous: Substring = ""
-            for key in state.values.order {
-                // Keys in order: the keys of one directory come together.
-                let parent = key[...key.lastIndex(of: "/")!]
-                if parent != previous {
-                    previous = parent
-                    directories.insert(SettingDirectory(unchecked: String(parent)))
+            for order in [state.values.order, state.schemas.order] {
+                var previous: Substring = ""
+                for key in order {
+                    // Keys in order: the keys of one directory come together.
+                    let parent = key[...key.lastIndex(of: "/")!]
+                    if parent != previous {
+                        previous = parent
+                        directories.insert(SettingDirectory(unchecked: String(parent)))
+                    }
                 }
             }
             for key in state.administrator.defaults.keys { directories.insert(key.parent) }

@@ -116,6 +116,7 @@ struct GSettingsViewTests {
                     .uint64(1), .string("/org/example/editor/"),
                     .dictionary(key: .string, value: .variant, [DBusDictEntry(key: .string("/org/example/editor/greeting"), value: .variant(.string("from the file")))]),
                     .dictionary(key: .string, value: .variant, []), .array(.string, []),
+                    .dictionary(key: .string, value: .variant, []), .array(.string, []),
                 ])
             try Data(try forged.marshalled()).write(to: URL(fileURLWithPath: file))
             #expect(try await GSettingsBackendTests.gsettings(["get", "org.example.Editor", "greeting"], environment) == "'from the file'")

@@ -19,8 +19,16 @@ struct PublishedViewTests {
         var user: [String: DBusValue]
         var administrator: [String: DBusValue]
         var locks: [String]
+        var registered: [String: DBusValue] = [:]
+        var secret: [String] = []
 
-        var description: String { "serial \(serial), user \(user), administrator \(administrator), locks \(locks)" }
+        var description: String {
+            "serial \(serial), user \(user), administrator \(administrator), locks \(locks), registered \(registered), "
+                + "secret \(secret)"
+        }
+
+        /// What a key reads: the user's value, else the administrator's default, else its schema's.
+        func effective(_ key: String) -> DBusValue? { user[key] ?? administrator[key] ?? registered[key] }
     }
 
     /// The file of `directory` in the view: `d-` and the 64-bit FNV-1a hash of the directory's path, in hex.
@@ -48,13 +56,15 @@ struct PublishedViewTests {
         else { return nil }
         let message = try DBusMessage(marshalled: [UInt8](data))
         #expect(message.interface?.rawValue == "io.github.settingsbus.View1" && message.member?.rawValue == "Directory")
-        guard message.body.count == 5, case .uint64(let serial) = message.body[0],
-            case .string(let named) = message.body[1], case .array(_, let locks) = message.body[4]
+        guard message.signature.text == "tsa{sv}a{sv}asa{sv}as", case .uint64(let serial) = message.body[0],
+            case .string(let named) = message.body[1], case .array(_, let locks) = message.body[4],
+            case .array(_, let secret) = message.body[6]
         else { throw PeerFailure("a view file of an unknown form: \(message.signature)") }
         #expect(named == directory)
+        func strings(_ values: [DBusValue]) -> [String] { values.compactMap { if case .string(let text) = $0 { text } else { nil } } }
         return DirectoryView(
-            serial: serial, user: entries(message.body[2]), administrator: entries(message.body[3]),
-            locks: locks.compactMap { if case .string(let lock) = $0 { lock } else { nil } })
+            serial: serial, user: entries(message.body[2]), administrator: entries(message.body[3]), locks: strings(locks),
+            registered: entries(message.body[5]), secret: strings(secret))
     }
 
     /// What the broker serves of the directory's own keys on the bus, secret keys left out.
@@ -95,6 +105,12 @@ struct PublishedViewTests {
             #expect(view.administrator == served.administrator, "\(step): \(directory) administrator", sourceLocation: sourceLocation)
             #expect(view.locks.sorted() == served.locks.sorted(), "\(step): \(directory) locks", sourceLocation: sourceLocation)
             #expect(view.serial <= served.serial, "\(step): \(directory) serial", sourceLocation: sourceLocation)
+            #expect(Set(view.secret) == secret.filter { $0.hasPrefix(directory) }, "\(step): \(directory) secret", sourceLocation: sourceLocation)
+            // Every key of the directory reads from the view what the broker serves (ReadTree: the value in force).
+            let tree = entries(try await connection.settings("ReadTree", [.string(directory)]).first)
+            for (key, value) in tree where !secret.contains(key) && !key.dropFirst(directory.count).contains("/") {
+                #expect(view.effective(key) == value, "\(step): \(key) reads \(String(describing: view.effective(key))), served \(value)", sourceLocation: sourceLocation)
+            }
         }
     }
 
@@ -126,6 +142,9 @@ struct PublishedViewTests {
             _ = try await connection.settings("Set", [.string(editor + "count"), .variant(.int32(3))])
             _ = try await connection.settings("Set", [.string(other + "flag"), .variant(.boolean(true))])
             _ = try await connection.settings("Set", [.string(editor + "nested/deep"), .variant(.string("below"))])
+            // A registered schema's default is what a key with no value reads.
+            _ = try await connection.settings(
+                "Register", [.string(editor + "size"), .string("i"), .variant(.int32(12)), .stringMap([])])
             try await Self.expectViewMatches(folder, connection, [editor, other, editor + "nested/"], "sets")
             #expect(try Self.view(folder, editor)?.user[editor + "nested/deep"] == nil, "a subdirectory's key")
 
