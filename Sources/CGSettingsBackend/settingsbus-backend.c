@@ -619,12 +619,17 @@ static gboolean read_view(SettingsBusBackend *self, const gchar *directory, GVar
     if (!self->view) return FALSE;
     gboolean missing = FALSE;
     GBytes *complete = read_view_file(self->view, "complete", &missing);
-    GDBusMessage *marker = complete ? view_message(complete, "Complete", "(ts)") : NULL;
+    GDBusMessage *marker = complete ? view_message(complete, "Complete", "(tss)") : NULL;
     if (complete) g_bytes_unref(complete);
     if (!marker) return FALSE;
     guint64 complete_serial = 0;
+    const gchar *bus = NULL;
     g_variant_get_child(g_dbus_message_get_body(marker), 0, "t", &complete_serial);
+    g_variant_get_child(g_dbus_message_get_body(marker), 2, "&s", &bus);
+    // The view of the broker on this app's bus only.
+    gboolean same_bus = g_strcmp0(bus, g_dbus_connection_get_guid(self->bus)) == 0;
     g_object_unref(marker);
+    if (!same_bus) return FALSE;
     gchar *name = view_file_name(directory);
     GBytes *bytes = read_view_file(self->view, name, &missing);
     g_free(name);

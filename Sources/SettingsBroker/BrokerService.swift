@@ -290,7 +290,11 @@ public final class BrokerService: Sendable {
                 BrokerPart("GSettings schemas", start: { vendor.startGSettings() }),
                 // After the name is taken: the whole view is written again in the background, while commits
                 // already write the files of what they change.
-                BrokerPart("view", start: { [logger] in if let view { Self.writeWholeView(view, of: store, logger) } }),
+                BrokerPart(
+                    "view",
+                    start: { [logger] in
+                        if let view { Self.writeWholeView(view, of: store, busID: connection.serverID ?? "", logger) }
+                    }),
                 // Last: a sandboxed app that finds this name finds the broker serving; the first reply on the main
                 // name waits for none of this. On a connection of its own, which never broadcasts
                 // (``SandboxedSignals``).
@@ -358,10 +362,10 @@ public final class BrokerService: Sendable {
     }
 
     /// Writes the whole view again on a queue of its own, then marks it complete.
-    static func writeWholeView(_ view: PublishedView, of store: DurableStore, _ logger: Logger) {
+    static func writeWholeView(_ view: PublishedView, of store: DurableStore, busID: String, _ logger: Logger) {
         DispatchQueue(label: "settings-view").async {
             let start = ContinuousClock.now
-            view.publishAll(from: store)
+            view.publishAll(from: store, busID: busID)
             logger.debug(
                 "the view of the settings is written",
                 metadata: ["folder": "\(view.folder)", "duration": "\(ContinuousClock.now - start)"])

@@ -16,8 +16,9 @@
 //   is in it, so a reader checks that the file is the one it asked for;
 // - a file is written whole beside its place and renamed over it: a reader sees the old file or the new, never
 //   a part; a directory left empty has its file removed;
-// - `complete` is written once every directory has its file (a message with the serial and the store's path):
-//   until then, and when it is missing, a reader asks the bus.
+// - `complete` is written once every directory has its file (a message with the serial, the store's path and the
+//   GUID of the bus the broker serves): until then, when it is missing, and for an app on another bus (another
+//   GUID), a reader asks the bus.
 //
 // A commit writes the files of the directories it touched, before its writers are answered and its `Changed`
 // leaves (``WritePath``): an app that has seen a `Changed`, or had its own write answered, reads the new value.
@@ -87,8 +88,9 @@ final class PublishedView: Sendable {
     }
 
     /// Writes every directory's file again, in pieces of 256 directories (other commits go on between them),
-    /// removes the files of directories that hold nothing now, then writes `complete`.
-    func publishAll(from store: DurableStore) {
+    /// removes the files of directories that hold nothing now, then writes `complete`, which names the bus the
+    /// broker serves by its GUID (`busID`): an app on another bus does not read this view.
+    func publishAll(from store: DurableStore, busID: String) {
         let directories = store.directoriesForView()
         let names = Set(directories.map(Self.fileName))
         var start = directories.startIndex
@@ -107,7 +109,7 @@ final class PublishedView: Sendable {
             }
             let complete = DBusMessage.signal(
                 path: Self.objectPath, interface: Self.interface,
-                member: "Complete", body: [.uint64(store.serial), .string(store.persistence.path)])
+                member: "Complete", body: [.uint64(store.serial), .string(store.persistence.path), .string(busID)])
             writeFile(named: "complete", complete)
         }
     }

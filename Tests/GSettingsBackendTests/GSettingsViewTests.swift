@@ -139,6 +139,12 @@ struct GSettingsViewTests {
                     try FileManager.default.removeItem(atPath: complete)
                 }),
                 ("a complete of another kind", { try good.write(to: URL(fileURLWithPath: complete)) }),
+                ("the view of a broker on another bus", {
+                    let other = DBusMessage.signal(
+                        path: "/io/github/settingsbus/View1", interface: "io.github.settingsbus.View1", member: "Complete",
+                        body: [.uint64(1), .string(broker.storePath), .string(String(repeating: "0", count: 32))])
+                    try Data(try other.marshalled()).write(to: URL(fileURLWithPath: complete))
+                }),
             ]
             for (damage, make) in damages {
                 try make()

@@ -43,12 +43,18 @@ public final class DBusConnection: Sendable {
     /// The unique name the bus assigned (`:1.42`); nil on a peer connection.
     public let uniqueName: BusName?
 
+    /// The GUID the bus or peer gave when the connection was authenticated (libdbus's
+    /// `dbus_connection_get_server_id`, GDBus's `g_dbus_connection_get_guid`): the same for every connection
+    /// made to one address of one bus daemon.
+    public let serverID: String?
+
     /// The default timeout of a method call, as in libdbus.
     public static let defaultTimeout: Duration = .seconds(25)
 
-    private init(loop: ConnectionLoop, uniqueName: BusName?) {
+    private init(loop: ConnectionLoop, uniqueName: BusName?, serverID: String?) {
         self.loop = loop
         self.uniqueName = uniqueName
+        self.serverID = serverID
         self.executor = DBusConnectionExecutor(loop: loop)
     }
 
@@ -73,7 +79,7 @@ public final class DBusConnection: Sendable {
             throw DBusError(.invalidArgs, "a D-Bus address must be non-empty and free of NUL characters")
         }
         let loop = try ConnectionLoop()
-        let opened: Result<BusName?, DBusError> = await handOff { deliver in
+        let opened: Result<(BusName?, String?), DBusError> = await handOff { deliver in
             do throws(DBusError) {
                 try loop.start { loop in
                     deliver(DBusConnection.open(bus, on: loop))
@@ -82,17 +88,18 @@ public final class DBusConnection: Sendable {
                 deliver(.failure(error))
             }
         }
-        let connection = DBusConnection(loop: loop, uniqueName: try opened.get())
+        let (uniqueName, serverID) = try opened.get()
+        let connection = DBusConnection(loop: loop, uniqueName: uniqueName, serverID: serverID)
         loop.enqueue { [weak connection] in $0.owner = connection }
         return connection
     }
 
     /// Opens the libdbus connection on the loop thread.
-    private static func open(_ bus: Bus, on loop: ConnectionLoop) -> Result<BusName?, DBusError> {
+    private static func open(_ bus: Bus, on loop: ConnectionLoop) -> Result<(BusName?, String?), DBusError> {
         var error = CDBus.DBusError()
         dbus_error_init(&error)
         defer { dbus_error_free(&error) }
-        func failure(_ fallback: String) -> Result<BusName?, DBusError> {
+        func failure(_ fallback: String) -> Result<(BusName?, String?), DBusError> {
             guard dbus_error_is_set(&error) != 0 else { return .failure(DBusError(.failed, fallback)) }
             return .failure(
                 DBusError(
@@ -117,12 +124,17 @@ public final class DBusConnection: Sendable {
             return .failure(DBusError(.noMemory, "libdbus could not set up the connection's main loop"))
         }
         loop.connection = pointer
+        var serverID: String?
+        if let id = dbus_connection_get_server_id(pointer) {
+            serverID = String(cString: id)
+            dbus_free(id)
+        }
         if case .peer = bus {
             loop.isBusConnection = false
-            return .success(nil)
+            return .success((nil, serverID))
         }
-        guard let unique = dbus_bus_get_unique_name(pointer) else { return .success(nil) }
-        return .success(BusName(trusted: String(cString: unique)))
+        guard let unique = dbus_bus_get_unique_name(pointer) else { return .success((nil, serverID)) }
+        return .success((BusName(trusted: String(cString: unique)), serverID))
     }
 
     /// Closes the connection and waits for its thread to finish.
