@@ -21,6 +21,11 @@ public import SettingsModel
 public final class BusSettingsStore: SettingsStore {
     let link: BrokerLink
     let hub: WatchHub
+    /// The reader of the broker's view for the connection it was made for (decision 0037); nil before the first
+    /// read, or when there is no view to read.
+    private let view = Locked<(connection: ObjectIdentifier, reader: PublishedViewReader?)?>(nil)
+    /// The view's folder, when not the default's (tests).
+    let viewFolder: String?
 
     /// The message bus a store connects to.
     ///
@@ -57,6 +62,14 @@ public final class BusSettingsStore: SettingsStore {
     ) {
         link = BrokerLink(bus: bus, busName: busName, timeout: timeout)
         hub = WatchHub(link: link)
+        viewFolder = nil
+    }
+
+    /// Makes a store that reads the broker's view in `viewFolder` (tests of a broker on a bus of their own).
+    init(bus: Bus, timeout: Duration = .seconds(25), viewFolder: String) {
+        link = BrokerLink(bus: bus, busName: SettingsBusNames.busName, timeout: timeout)
+        hub = WatchHub(link: link)
+        self.viewFolder = viewFolder
     }
 
     deinit {
@@ -92,8 +105,24 @@ public final class BusSettingsStore: SettingsStore {
 
     // MARK: - SettingsStore
 
+    /// Reads keys of one directory from the view the broker publishes, with no bus message, when there is one on
+    /// this store's bus (decision 0037); else, and for a secret key, with a `GetMany`.
     public func read(_ keys: [SettingPath]) async throws(SettingsError) -> SettingsSnapshot {
-        SettingsSnapshot(try await link.call(Settings1.GetManyRequest(keys: keys)))
+        if let snapshot = try await viewReader()?.read(keys) { return snapshot }
+        return SettingsSnapshot(try await link.call(Settings1.GetManyRequest(keys: keys)))
+    }
+
+    /// The reader of the broker's view for this store's connection (opened if need be); nil when there is none,
+    /// or the store calls the sandboxed apps' name (a sandbox has no view).
+    private func viewReader() async throws(SettingsError) -> PublishedViewReader? {
+        guard link.busName == SettingsBusNames.busName else { return nil }
+        let connection: DBusConnection
+        if let open = link.openConnection { connection = open } else { connection = try await link.connection() }
+        let identity = ObjectIdentifier(connection)
+        if let known = view.withLock({ $0 }), known.connection == identity { return known.reader }
+        let reader = PublishedViewReader(busID: connection.serverID, folder: viewFolder)
+        view.withLock { $0 = (identity, reader) }
+        return reader
     }
 
     public func readTree(_ directory: SettingDirectory) async throws(SettingsError) -> SettingsSnapshot {
