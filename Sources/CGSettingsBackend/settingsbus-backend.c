@@ -438,15 +438,16 @@ static void read_watch_locked(SettingsBusBackend *self, const gchar *directory, 
 // Takes the administrator's defaults of a directory's read (`defaults`, a{sv}): each key below `directory` that
 // has one gets it, each that no longer has one loses it; each key whose default changed is added to `changed`
 // (NULL: not collected). With `read_only`, only keys of directories read already (a read again of a directory
-// above them: the copy holds no other key). Lock held.
+// above them: the copy holds no other key); with `direct`, the defaults are of the directory's own keys alone (the
+// view's), and those of the keys below it stay. Lock held.
 static void take_administrator_locked(SettingsBusBackend *self, const gchar *directory, GVariant *defaults,
-                                      gboolean read_only, GPtrArray *changed) {
+                                      gboolean read_only, gboolean direct, GPtrArray *changed) {
     GHashTableIter iter;
     gpointer key, value;
     GPtrArray *gone = g_ptr_array_new_with_free_func(g_free);
     g_hash_table_iter_init(&iter, self->administrator);
     while (g_hash_table_iter_next(&iter, &key, &value)) {
-        if (!g_str_has_prefix(key, directory)) continue;
+        if (!g_str_has_prefix(key, directory) || (direct && !key_of_directory(key, directory))) continue;
         GVariant *kept = g_variant_lookup_value(defaults, key, NULL);
         if (kept)
             g_variant_unref(kept);
@@ -537,7 +538,7 @@ static void warn_unread(SettingsBusBackend *self, const gchar *directory, const 
 // MARK: - The view
 
 static guint64 take_tree_locked(SettingsBusBackend *self, const gchar *directory, GVariant *layers, gboolean own,
-                                GPtrArray *changed);
+                                gboolean direct, GPtrArray *changed);
 
 // The largest view file read: a directory's own keys.
 #define VIEW_FILE_LIMIT (16 << 20)
@@ -670,7 +671,8 @@ static gboolean load_from_view_locked(SettingsBusBackend *self, const gchar *dir
     GVariant *layers = NULL;
     gchar **locks = NULL;
     if (!read_view(self, directory, &layers, &locks)) return FALSE;
-    watch->serial = take_tree_locked(self, directory, layers, TRUE, NULL);
+    // The view's file holds the directory's own keys: those of the directories below it are not its to drop.
+    watch->serial = take_tree_locked(self, directory, layers, TRUE, TRUE, NULL);
     g_variant_unref(layers);
     g_strfreev(watch->locks);
     watch->locks = locks;
@@ -846,10 +848,11 @@ static void settings_bus_backend_unsubscribe(GSettingsBackend *backend, const gc
 // Takes a read of `directory`, `(a{sv}a{sv}t)`: the values of its own keys (`own`: a watched directory's read), or
 // of the keys of every watched directory at or below it (a read again: a Changed that carried no values, secret
 // keys or a commit too large to list; or one of the administrator's). A key the read does not list has no value
-// of the user's. Each key whose copy changed is added to `changed` (NULL: not collected). Returns the read's
-// serial. Lock held.
+// of the user's (`direct`: a read of the directory's own keys alone, the view's, says nothing of the keys below
+// it). Each key whose copy changed is added to `changed` (NULL: not collected). Returns the read's serial. Lock
+// held.
 static guint64 take_tree_locked(SettingsBusBackend *self, const gchar *directory, GVariant *layers, gboolean own,
-                                GPtrArray *changed) {
+                                gboolean direct, GPtrArray *changed) {
     GVariantIter *values = NULL;
     GVariant *defaults = NULL;
     guint64 serial = 0;
@@ -870,7 +873,8 @@ static guint64 take_tree_locked(SettingsBusBackend *self, const gchar *directory
     GPtrArray *gone = g_ptr_array_new_with_free_func(g_free);
     g_hash_table_iter_init(&iter, self->confirmed);
     while (g_hash_table_iter_next(&iter, &held_key, &held_value))
-        if (g_str_has_prefix(held_key, directory) && !g_hash_table_contains(fresh, held_key))
+        if (g_str_has_prefix(held_key, directory) && !g_hash_table_contains(fresh, held_key) &&
+            (!direct || key_of_directory(held_key, directory)))
             g_ptr_array_add(gone, g_strdup(held_key));
     for (guint index = 0; index < gone->len; index++)
         confirm_locked(self, gone->pdata[index], NULL, serial, TRUE, changed);
@@ -888,7 +892,7 @@ static guint64 take_tree_locked(SettingsBusBackend *self, const gchar *directory
         }
         if (taken) confirm_locked(self, held_key, held_value, serial, TRUE, changed);
     }
-    take_administrator_locked(self, directory, defaults, !own, changed);
+    take_administrator_locked(self, directory, defaults, !own, direct, changed);
     g_variant_unref(defaults);
     g_hash_table_unref(fresh);
     return serial;
@@ -931,7 +935,7 @@ static void take_read_locked(SettingsBusBackend *self, BrokerCall *call, guint32
         g_propagate_error(error, failure);
         return;
     }
-    guint64 read_serial = take_tree_locked(self, call->directory, layers, !call->again,
+    guint64 read_serial = take_tree_locked(self, call->directory, layers, !call->again, FALSE,
                                            !watch || watch->announce ? changed : NULL);
     if (watch) {
         watch->serial = read_serial;
@@ -1631,9 +1635,21 @@ static void settings_bus_backend_reset(GSettingsBackend *backend, const gchar *k
     send_write(self, write);
 }
 
-// Waits until every write made so far has been answered by the broker, up to BROKER_WAIT_MS (not at all while it
-// does not answer): the writes have left the app (the connection is flushed), and one left unanswered is undone
-// when its time comes, if the app still runs. GLib gives sync no way to report a write that failed:
+// Whether a directory's read or lock list is still awaiting the broker's answer (one sent unwaited, after a first
+// read from the view). Lock held.
+static gboolean reads_outstanding_locked(SettingsBusBackend *self) {
+    GHashTableIter iter;
+    gpointer call;
+    g_hash_table_iter_init(&iter, self->calls);
+    while (g_hash_table_iter_next(&iter, NULL, &call))
+        if (((BrokerCall *) call)->kind != CALL_WAITED) return TRUE;
+    return FALSE;
+}
+
+// Waits until every write made so far has been answered by the broker, and every directory read sent, up to
+// BROKER_WAIT_MS (not at all while it does not answer), so that nothing the broker sends for them comes after: the
+// writes have left the app (the connection is flushed), and one left unanswered is undone when its time comes, if
+// the app still runs. GLib gives sync no way to report a write that failed:
 // g_settings_sync returns nothing, and `gsettings set` and `gsettings reset` would exit 0 after it. So in the
 // `gsettings` program alone, whose work ends with that sync, a write the broker refused or left unanswered ends
 // the program with status 1 and a line that says so (the broker's refusal itself is logged when it comes).
@@ -1643,7 +1659,7 @@ static void settings_bus_backend_sync(GSettingsBackend *backend) {
     g_mutex_lock(&self->lock);
     gint64 deadline = wait_deadline_locked(self);
     gboolean news = FALSE;
-    while (self->pending > 0)
+    while (self->pending > 0 || reads_outstanding_locked(self))
         if (!g_cond_wait_until(&self->idle, &self->lock, deadline)) {
             news = mark_unanswering_locked(self);
             break;

@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 // The parts of the Landlock ABI that headers older than the kernel may lack (Debian 12's stop at ABI 2).
@@ -173,4 +174,10 @@ long settingsbus_unix_socket_peers(uint32_t *inodes, uint32_t *peers, long capac
     }
     close(fd);
     return count;
+}
+
+long long settingsbus_file_system_type(const char *path) {
+    struct statfs system;
+    if (statfs(path, &system) != 0) return -errno;
+    return (long long) system.f_type;
 }

@@ -26,6 +26,7 @@
 // directory (it is rare, and a lock may cover a whole tree). At start-up, the broker writes the whole view
 // again in the background, then `complete`.
 
+import CSandbox
 import DBus
 import Glibc
 import SettingsModel
@@ -66,8 +67,19 @@ final class PublishedView: Sendable {
         if status.st_mode & 0o077 != 0, chmod(folder, 0o700) != 0 {
             throw Unusable(description: "the view's folder \(folder) is open to other users and cannot be closed")
         }
+        // In memory, as $XDG_RUNTIME_DIR is: on a disk, each file renamed into place waits for its blocks to be
+        // written (ext4 measured here: 232 µs a file, against 15 µs on tmpfs), and the view is only a cache.
+        guard [Self.tmpfsMagic, Self.ramfsMagic].contains(Int64(settingsbus_file_system_type(folder))) else {
+            throw Unusable(
+                description: "the view's folder \(folder) is not in memory (tmpfs, as $XDG_RUNTIME_DIR is): each "
+                    + "commit would wait for the disk")
+        }
         unlink(folder + "/complete")
     }
+
+    /// The file systems that keep files in memory (`statfs`'s `f_type`).
+    static let tmpfsMagic: Int64 = 0x0102_1994
+    static let ramfsMagic: Int64 = 0x8584_58f6
 
     /// The name of a directory's file: `d-` and the 64-bit FNV-1a hash of its path, in 16 hex digits.
     static func fileName(of directory: SettingDirectory) -> String {
@@ -87,7 +99,7 @@ final class PublishedView: Sendable {
         }
     }
 
-    /// Writes every directory's file again, in pieces of 256 directories (other commits go on between them),
+    /// Writes every directory's file again, in pieces of 64 directories (other commits go on between them),
     /// removes the files of directories that hold nothing now, then writes `complete`, which names the bus the
     /// broker serves by its GUID (`busID`): an app on another bus does not read this view.
     func publishAll(from store: DurableStore, busID: String) {
@@ -95,7 +107,7 @@ final class PublishedView: Sendable {
         let names = Set(directories.map(Self.fileName))
         var start = directories.startIndex
         while start < directories.endIndex {
-            let end = min(start + 256, directories.endIndex)
+            let end = min(start + 64, directories.endIndex)
             publish(directories[start..<end], from: store)
             start = end
         }

@@ -125,7 +125,7 @@ final class PublishedViewReader: Sendable {
         guard lstat(folder + "/complete", &status) == 0 else { return nil }
         let identity = Identity(status)
         if let known = state.withLock({ $0.complete }), known.identity == identity { return known.serial }
-        guard let message = Self.message(folder + "/complete"), message.member?.rawValue == "Complete",
+        guard let (message, _) = Self.message(folder + "/complete"), message.member?.rawValue == "Complete",
             message.signature.text == "tss", case .uint64(let serial) = message.body[0],
             case .string(let bus) = message.body[2], bus == busID
         else { return nil }
@@ -135,15 +135,7 @@ final class PublishedViewReader: Sendable {
 
     /// A directory's file, read and checked whole; nil when it is not the view's file of `directory`.
     static func readDirectory(_ path: String, named directory: String) -> Directory? {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
-        guard descriptor >= 0 else { return nil }
-        var status = stat()
-        guard fstat(descriptor, &status) == 0 else {
-            close(descriptor)
-            return nil
-        }
-        let identity = Identity(status)
-        guard let message = message(descriptor, status), message.member?.rawValue == "Directory",
+        guard let (message, identity) = message(path), message.member?.rawValue == "Directory",
             message.signature.text == "tsa{sv}a{sv}asa{sv}as", case .uint64(let serial) = message.body[0],
             case .string(let named) = message.body[1], named == directory, case .array(_, let secret) = message.body[6]
         else { return nil }
@@ -153,8 +145,8 @@ final class PublishedViewReader: Sendable {
             secret: Set(secret.compactMap { if case .string(let key) = $0 { key } else { nil } }))
     }
 
-    /// The view's message in the file at `path`.
-    private static func message(_ path: String) -> DBusMessage? {
+    /// The view's message in the file at `path`, and the identity of the file read.
+    private static func message(_ path: String) -> (DBusMessage, Identity)? {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard descriptor >= 0 else { return nil }
         var status = stat()
@@ -162,7 +154,7 @@ final class PublishedViewReader: Sendable {
             close(descriptor)
             return nil
         }
-        return message(descriptor, status)
+        return message(descriptor, status).map { ($0, Identity(status)) }
     }
 
     /// The view's message in an open file (closed here): a regular file of this user's, at most ``fileLimit``,

@@ -46,6 +46,25 @@ public final class TestBroker: Sendable {
     /// The log file (the broker's standard error).
     public var logFile: URL { directory.appendingPathComponent("broker.log") }
 
+    /// The folder of the view the broker publishes: the one the test gave with `--view`, else
+    /// ``viewFolder(of:)`` of its store.
+    public var viewFolder: String {
+        arguments.firstIndex(of: "--view").flatMap { arguments.indices.contains($0 + 1) ? arguments[$0 + 1] : nil }
+            ?? Self.viewFolder(of: storePath)
+    }
+
+    /// The view's folder for a store, unless a test gives one: in memory (`/dev/shm`, a tmpfs as
+    /// `$XDG_RUNTIME_DIR` is), named for the store, so that a broker started again on it publishes it in the same
+    /// place; removed with the broker's temporary directory.
+    public static func viewFolder(of store: String) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in store.utf8 {
+            hash ^= UInt64(byte)
+            hash &*= 0x0000_0100_0000_01b3
+        }
+        return "/dev/shm/settingsbus-test-view-" + String(hash, radix: 16)
+    }
+
     private init(
         process: ChildProcess, storePath: String, directory: URL, uniqueName: BusName, bus: TestBus,
         arguments: [String], ownedDirectories: [URL]
@@ -138,8 +157,8 @@ public final class TestBroker: Sendable {
                         ? [] : ["--schema-dir", directory.appendingPathComponent("schemas").path])
                     + (arguments.contains("--admin-dir")
                         ? [] : ["--admin-dir", directory.appendingPathComponent("admin").path])
-                    // The view beside the store: never the user's own in $XDG_RUNTIME_DIR.
-                    + (arguments.contains("--view") ? [] : ["--view", store + ".view"])
+                    // The view in memory, as $XDG_RUNTIME_DIR is: never the user's own.
+                    + (arguments.contains("--view") ? [] : ["--view", viewFolder(of: store)])
                 // The log file stands for the journal: the broker writes priority prefixes (`<3>…`) only to
                 // the stream JOURNAL_STREAM names, and tests read them.
                 var environment = ProcessInfo.processInfo.environment.merging(bus.environment) { _, new in new }
@@ -157,9 +176,11 @@ public final class TestBroker: Sendable {
             await connection.close()
             switch outcome {
             case .owned(let owner):
+                let view = URL(fileURLWithPath: viewFolder(of: store))
                 return TestBroker(
                     process: process, storePath: store, directory: directory, uniqueName: owner, bus: bus,
-                    arguments: arguments, ownedDirectories: [directory] + adopting)
+                    arguments: arguments,
+                    ownedDirectories: [directory] + adopting.filter { $0 != view } + (arguments.contains("--view") ? [] : [view]))
             case .exited(let status):
                 let logged = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
                 throw TestProcess.Failure(
@@ -322,7 +343,7 @@ extension TestBus {
         let schemas =
             (arguments.contains("--schema-dir") ? [] : ["--schema-dir", storePath + ".schemas"])
             + (arguments.contains("--admin-dir") ? [] : ["--admin-dir", storePath + ".admin"])
-            + (arguments.contains("--view") ? [] : ["--view", storePath + ".view"])
+            + (arguments.contains("--view") ? [] : ["--view", "none"])
         try installService(
             name: TestBroker.busName.rawValue,
             command: [try TestBroker.executablePath(), "--bus", address, "--store", storePath] + schemas + arguments)

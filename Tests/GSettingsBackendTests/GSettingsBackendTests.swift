@@ -73,7 +73,7 @@ struct GSettingsBackendTests {
 
         /// The same, reading first from the view `broker` publishes (`SETTINGSBUS_VIEW`, decision 0037).
         func environment(_ bus: TestBus, viewOf broker: TestBroker) -> [String: String] {
-            environment(bus).merging(["SETTINGSBUS_VIEW": broker.storePath + ".view"]) { _, new in new }
+            environment(bus).merging(["SETTINGSBUS_VIEW": broker.viewFolder]) { _, new in new }
         }
 
         func remove() { try? FileManager.default.removeItem(at: folder) }

@@ -37,12 +37,23 @@ struct GSettingsViewTests {
 
     /// Waits (20 s at most) until the broker's view is complete.
     static func waitForTheView(of broker: TestBroker) async throws {
-        let complete = broker.storePath + ".view/complete"
+        let complete = broker.viewFolder + "/complete"
         let deadline = ContinuousClock.now + .seconds(20)
         while !FileManager.default.fileExists(atPath: complete) {
             guard ContinuousClock.now < deadline else { throw ViewNotComplete() }
             await Task.yield()
         }
+    }
+
+    /// A broker on `bus` that stored `greeting` and one profile's `font`, once its view is complete; a
+    /// connection to it, and the environment of an app that reads its view.
+    static func brokerWithValues(_ bus: TestBus, _ setup: Setup) async throws -> (TestBroker, DBusConnection, [String: String]) {
+        let broker = try await TestBroker.start(on: bus)
+        let connection = try await bus.connect()
+        try await GSettingsBackendTests.set("/org/example/editor/greeting", .string("stored"), connection)
+        try await GSettingsBackendTests.set("/org/example/profiles/p1/font", .string("Serif 11"), connection)
+        try await Self.waitForTheView(of: broker)
+        return (broker, connection, setup.environment(bus, viewOf: broker))
     }
 
     /// The view's file of a directory (`d-` and the FNV-1a hash of its path).
@@ -52,7 +63,7 @@ struct GSettingsViewTests {
             hash ^= UInt64(byte)
             hash = hash &* 0x100_0000_01b3
         }
-        return broker.storePath + ".view/" + "d-" + String(format: "%016llx", hash)
+        return broker.viewFolder + "/d-" + String(format: "%016llx", hash)
     }
 
     /// With the broker stopped (SIGSTOP), an app reads the values the broker stored, from the view, at once: no
@@ -61,12 +72,7 @@ struct GSettingsViewTests {
         let setup = try await Setup.compiled()
         defer { setup.remove() }
         try await withTestBus { bus in
-            let broker = try await TestBroker.start(on: bus)
-            let connection = try await bus.connect()
-            try await GSettingsBackendTests.set("/org/example/editor/greeting", .string("stored"), connection)
-            try await GSettingsBackendTests.set("/org/example/profiles/p1/font", .string("Serif 11"), connection)
-            try await Self.waitForTheView(of: broker)
-            let environment = setup.environment(bus, viewOf: broker)
+            let (broker, connection, environment) = try await Self.brokerWithValues(bus, setup)
             #expect(kill(broker.pid, SIGSTOP) == 0)
             let clock = ContinuousClock()
             var get: TestProcess.Result?
@@ -100,12 +106,7 @@ struct GSettingsViewTests {
         let setup = try await Setup.compiled()
         defer { setup.remove() }
         try await withTestBus { bus in
-            let broker = try await TestBroker.start(on: bus)
-            let connection = try await bus.connect()
-            try await GSettingsBackendTests.set("/org/example/editor/greeting", .string("stored"), connection)
-            try await GSettingsBackendTests.set("/org/example/profiles/p1/font", .string("Serif 11"), connection)
-            try await Self.waitForTheView(of: broker)
-            let environment = setup.environment(bus, viewOf: broker)
+            let (broker, connection, environment) = try await Self.brokerWithValues(bus, setup)
             let file = Self.viewFile(broker, "/org/example/editor/")
             let good = try Data(contentsOf: URL(fileURLWithPath: file))
             let other = try Data(contentsOf: URL(fileURLWithPath: Self.viewFile(broker, "/org/example/profiles/p1/")))
@@ -121,7 +122,7 @@ struct GSettingsViewTests {
             try Data(try forged.marshalled()).write(to: URL(fileURLWithPath: file))
             #expect(try await GSettingsBackendTests.gsettings(["get", "org.example.Editor", "greeting"], environment) == "'from the file'")
 
-            let complete = broker.storePath + ".view/complete"
+            let complete = broker.viewFolder + "/complete"
             let completeBytes = try Data(contentsOf: URL(fileURLWithPath: complete))
             let damages: [(String, () throws -> Void)] = [
                 ("garbage", { try Data(repeating: 0x6c, count: 4096).write(to: URL(fileURLWithPath: file)) }),
@@ -154,6 +155,37 @@ struct GSettingsViewTests {
                 #expect(!run.stderr.contains("CRITICAL"), "\(damage): \(run.stderr)")
             }
             try completeBytes.write(to: URL(fileURLWithPath: complete))
+            await connection.close()
+            #expect(await broker.stop() == 0)
+        }
+    }
+
+    /// A directory read from the view holds its own keys only: reading it after a directory below it keeps what
+    /// that one read (its values, and the administrator's defaults there), with the broker stopped as well.
+    @Test func aDirectoryReadFromTheViewKeepsTheDirectoriesBelowIt() async throws {
+        let setup = try await Setup.compiled()
+        defer { setup.remove() }
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus)
+            let connection = try await bus.connect()
+            // The directory above written last: its file's serial is the newer.
+            try await GSettingsBackendTests.set("/org/example/a/b/font", .string("Child 11"), connection)
+            try await GSettingsBackendTests.set("/org/example/a/font", .string("Parent 10"), connection)
+            try await Self.waitForTheView(of: broker)
+            #expect(kill(broker.pid, SIGSTOP) == 0)
+            let app = try await TestProcess.run(
+                "/usr/bin/python3",
+                ["-c", """
+                    import gi
+                    gi.require_version('Gio', '2.0')
+                    from gi.repository import Gio
+                    child = Gio.Settings.new_with_path('org.example.Profile', '/org/example/a/b/')
+                    first = child.get_string('font')
+                    parent = Gio.Settings.new_with_path('org.example.Profile', '/org/example/a/')
+                    print(first, '|', parent.get_string('font'), '|', child.get_string('font'), flush=True)
+                    """], environment: setup.environment(bus, viewOf: broker))
+            #expect(kill(broker.pid, SIGCONT) == 0)
+            #expect(app.stdout == "Child 11 | Parent 10 | Child 11\n", "\(app.stdout) \(app.stderr)")
             await connection.close()
             #expect(await broker.stop() == 0)
         }

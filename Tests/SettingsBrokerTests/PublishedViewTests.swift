@@ -131,7 +131,7 @@ struct PublishedViewTests {
         try admin.write("/org/example/editor/theme\n", to: "locks.d/site")
         try await withTestBus { bus in
             var broker = try await TestBroker.start(on: bus, arguments: ["--admin-dir", admin.url.path])
-            let folder = URL(fileURLWithPath: broker.storePath + ".view")
+            let folder = URL(fileURLWithPath: broker.viewFolder)
             try await Self.waitUntilComplete(folder)
             let connection = try await bus.connect()
             let (editor, other) = ("/org/example/editor/", "/org/example/other/")

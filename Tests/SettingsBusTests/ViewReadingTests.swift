@@ -35,7 +35,7 @@ struct ViewReadingTests {
     @Test func keysAnAppDoesNotWatchAreReadFromTheViewWithTheBrokerRunningOrStopped() async throws {
         try await withTestBus { bus in
             let broker = try await TestBroker.start(on: bus)
-            let folder = broker.storePath + ".view"
+            let folder = broker.viewFolder
             let (theme, size, font, token, unset) = (
                 try SettingPath("/app/ui/theme"), try SettingPath("/app/ui/size"), try SettingPath("/app/ui/font"),
                 try SettingPath("/app/ui/token"), try SettingPath("/app/ui/unset")
@@ -84,7 +84,7 @@ struct ViewReadingTests {
     @Test func aViewOfAnotherBusOrThatCannotBeTrustedIsLeftForTheBus() async throws {
         try await withTestBus { bus in
             let broker = try await TestBroker.start(on: bus)
-            let folder = broker.storePath + ".view"
+            let folder = broker.viewFolder
             let theme = try SettingPath("/app/ui/theme")
             let other = BusSettingsStore(bus: .address(bus.address))
             try await Self.set(other, [(theme, .string("dark"))])

@@ -37,6 +37,9 @@ int settingsbus_pidfd_alive(int pidfd);
 /// -errno.
 long settingsbus_unix_socket_peers(uint32_t *inodes, uint32_t *peers, long capacity);
 
+/// The type of the file system that holds `path` (statfs's f_type, such as 0x01021994 for tmpfs), or -errno.
+long long settingsbus_file_system_type(const char *path);
+
 /// Has every thread of the process allocate from one malloc arena (mallopt M_ARENA_MAX): an arena per thread
 /// keeps each one's free memory resident. Called before the process starts threads of its own.
 void settingsbus_one_malloc_arena(void);
