@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 import DBus
+import Foundation
 import SettingsBus
 import SettingsBusTesting
 import SettingsModel
@@ -39,6 +40,7 @@ extension Bench {
         }
 
         try await measureCachedReads()
+        try await measureUnwatchedGets()
         try await measureDurableWrites()
     }
 
@@ -94,6 +96,42 @@ extension Bench {
                 throw BenchFailure("the dconf probe failed: \(result.stdout) \(result.stderr)")
             }
             results.dconfRead = perRead
+        }
+    }
+
+    /// `get(key)` of a key a store does not watch, in a store of its own that is connected and has read nothing:
+    /// from the broker's view where it publishes one (decision 0037), else a `GetMany`.
+    private func measureUnwatchedGets() async throws {
+        progress("gets of a key no store watches (\(plan.cachedReadBatches) × 100)")
+        let key = SettingKey(try SettingPath("/bench/basic/unwatched"), default: "")
+        try await settings.set(key, to: "a value no one watches")
+        try await waitForTheView()
+        let fresh = BusSettingsStore(bus: .address(bus.address))
+        let unique = try await fresh.uniqueName()
+        let before = await incomingMessages(of: unique)
+        var start = monotonicNanoseconds()
+        _ = try await fresh.get(key)
+        results.unwatchedFirstGet = Double(monotonicNanoseconds() - start)
+        var perRead = Samples()
+        for _ in 0..<plan.cachedReadBatches {
+            start = monotonicNanoseconds()
+            for _ in 0..<100 { _ = try await fresh.get(key) }
+            perRead.append(Double(monotonicNanoseconds() - start) / 100)
+        }
+        let after = await incomingMessages(of: unique)
+        results.unwatchedGet = perRead.p50
+        if let before, let after { results.unwatchedGetMessages = after &- before }
+        await fresh.close()
+    }
+
+    /// Waits (5 s at most) for the broker's view to be complete, when it publishes one.
+    func waitForTheView() async throws {
+        guard let runtime = environment["XDG_RUNTIME_DIR"] else { return }
+        let folder = runtime + "/settingsbus/view"
+        guard FileManager.default.fileExists(atPath: folder) else { return }
+        let deadline = ContinuousClock.now + .seconds(5)
+        while !FileManager.default.fileExists(atPath: folder + "/complete"), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(1))
         }
     }
 

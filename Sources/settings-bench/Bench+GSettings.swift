@@ -73,6 +73,25 @@ extension Bench {
         run.delivery = deliveries["settingsbus"] ?? Samples()
         run.dconfDelivery = deliveries["dconf"] ?? Samples()
 
+        progress("GSettings: a gsettings get process, start to exit (\(Self.getProcesses) with each backend, then with the broker stopped)")
+        try await waitForTheView()
+        for _ in 0..<Self.getProcesses {
+            for backend in backends {
+                run.getProcess[backend, default: Samples()].append(try await gsettingsGetProcess(setup, backend: backend))
+            }
+        }
+        if let pid = broker.pid, kill(pid, SIGSTOP) == 0 {
+            do {
+                for _ in 0..<Self.getProcessesStopped {
+                    run.getProcessStopped.append(try await gsettingsGetProcess(setup, backend: "settingsbus"))
+                }
+            } catch {
+                kill(pid, SIGCONT)
+                throw error
+            }
+            kill(pid, SIGCONT)
+        }
+
         progress("GSettings: memory of an app that reads a schema, with each backend")
         for backend in ["memory"] + backends {
             run.memory[backend] = try await gsettingsMemory(setup, backend: backend)
@@ -134,6 +153,22 @@ extension Bench {
                 "GIO did not use the \(backend) backend (\(line ?? "no line"))"
                     + (backend == "dconf" ? "; apt-get install -y dconf-gsettings-backend" : ""))
         }
+    }
+
+    /// How many `gsettings get` processes are timed with each backend, and with the broker stopped.
+    static let getProcesses = 30
+    static let getProcessesStopped = 10
+
+    /// One `gsettings get` of the read key with `backend`, from the process's start to its exit (ns).
+    private func gsettingsGetProcess(_ setup: GSettingsSetup, backend: String) async throws -> Double {
+        let start = monotonicNanoseconds()
+        let result = try await TestProcess.run(
+            "/usr/bin/gsettings", ["get", Self.gsettingsSchema, "read"], environment: gsettingsEnvironment(setup, backend: backend))
+        let elapsed = Double(monotonicNanoseconds() - start)
+        guard result.status == 0, result.stdout == "'a value read through GSettings'\n" else {
+            throw BenchFailure("gsettings get (\(backend)) failed: \(result.stdout) \(result.stderr)")
+        }
+        return elapsed
     }
 
     /// How many apps read the watched key with each backend.
@@ -255,6 +290,9 @@ struct GSettingsRun: Sendable {
     /// `g_settings_set` in one app → the `changed` handler of another.
     var delivery = Samples()
     var dconfDelivery = Samples()
+    /// Backend → a `gsettings get` process, from its start to its exit; the module's with the broker stopped.
+    var getProcess: [String: Samples] = [:]
+    var getProcessStopped = Samples()
     /// Backend (`memory`, `settingsbus`, `dconf`) → the memory of an app that read a schema with it.
     var memory: [String: ProcessMemory] = [:]
     /// Why dconf's GSettings backend was not measured, when dconf-service was.

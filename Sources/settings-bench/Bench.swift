@@ -63,11 +63,17 @@ final class Bench {
         let root = URL(fileURLWithPath: String(cString: made))
         let home = root.appendingPathComponent("home")
         let config = root.appendingPathComponent("config")
-        let runtime = root.appendingPathComponent("runtime")
+        // $XDG_RUNTIME_DIR in memory, as a desktop session's is (a tmpfs under /run/user), when /dev/shm is one:
+        // the broker publishes its view there, and dconf its flag file.
+        var runtimeTemplate = Array("/dev/shm/settings-bench-runtime-XXXXXX".utf8CString)
+        let runtime = mkdtemp(&runtimeTemplate).map { URL(fileURLWithPath: String(cString: $0)) }
+            ?? root.appendingPathComponent("runtime")
         for directory in [home, config, runtime, root.appendingPathComponent("stores")] {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         }
         chmod(runtime.path, 0o700)
+        // This process's own store reads the broker's view as an app's does.
+        setenv("XDG_RUNTIME_DIR", runtime.path, 1)
         let profile = root.appendingPathComponent("dconf-profile")
         try "user-db:user\n".write(to: profile, atomically: true, encoding: .utf8)
         let variables = [
@@ -112,6 +118,9 @@ final class Bench {
         await connection.close()
         await bus.stop()
         try? FileManager.default.removeItem(at: root)
+        if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/dev/shm/") {
+            try? FileManager.default.removeItem(atPath: runtime)
+        }
     }
 
     // MARK: - Services

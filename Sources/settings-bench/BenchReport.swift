@@ -40,7 +40,7 @@ struct BenchReport {
                 target: "p50 ≤ 1.2× Ping to the broker", met: getRatio.map { $0 <= 1.2 }))
         rows.append(
             Row(
-                measure: "client `get(key)` of an unwatched key (`GetMany`), p50 / p99",
+                measure: "client `get(key)` of an unwatched key (the broker's view when it publishes one, else `GetMany`), p50 / p99",
                 settingsBus: Format.percentiles(r.clientGet), dconf: "—",
                 ratio: ratio(r.clientGet.p50, r.pingBroker.p50, "Ping")))
         let cachedMet: Bool? = r.cachedRead.flatMap { cached in
@@ -52,6 +52,15 @@ struct BenchReport {
                 settingsBus: Format.duration(r.cachedRead) + messages(r.cachedReadMessages),
                 dconf: dconfValue(Format.duration(r.dconfRead)), ratio: ratio(r.cachedRead, r.dconfRead, "dconf"),
                 target: "≤ dconf's (≤ 0.3 µs), no bus message", met: cachedMet))
+        rows.append(
+            Row(
+                measure: "`get(key)` of a key no store watches, in a store that has read nothing: first / later "
+                    + "(the broker's view, decision 0037) / dconf's mmap read",
+                settingsBus: Format.duration(r.unwatchedFirstGet) + " / " + Format.duration(r.unwatchedGet)
+                    + messages(r.unwatchedGetMessages),
+                dconf: dconfValue(Format.duration(r.dconfRead)), ratio: ratio(r.unwatchedFirstGet, r.dconfRead, "dconf (first)"),
+                target: "first ≤ 1 µs, no bus message",
+                met: r.unwatchedFirstGet.map { $0 <= 1000 && r.unwatchedGetMessages == 0 }))
         rows.append(
             halfOfDconf(
                 "durable write of one key (`Set`; dconf `Change`), p50 / p99", r.durableSet, r.dconfWrite,
@@ -258,6 +267,17 @@ struct BenchReport {
             run.dconfDelivery, target: true)
         if run.dconfDelivery.isEmpty { delivery.met = nil }
         rows.append(delivery)
+        let mine = run.getProcess["settingsbus"] ?? Samples(), theirs = run.getProcess["dconf"] ?? Samples()
+        rows.append(
+            Row(
+                measure: "GSettings: a `gsettings get` process, start to exit, p50 / p99", settingsBus: Format.percentiles(mine),
+                dconf: dconfValue(Format.percentiles(theirs)), ratio: ratio(mine.p50, theirs.p50, "dconf"),
+                target: "p50 ≤ 1.0× dconf's", met: mine.p50.flatMap { a in theirs.p50.map { a <= $0 } }))
+        rows.append(
+            Row(
+                measure: "… with the broker stopped (`SIGSTOP`), p50 / p99", settingsBus: Format.percentiles(run.getProcessStopped),
+                dconf: "—", ratio: ratio(run.getProcessStopped.p50, mine.p50, "running"), target: "p50 ≤ 1.1× running",
+                met: run.getProcessStopped.p50.flatMap { a in mine.p50.map { a <= 1.1 * $0 } }))
         let base = run.memory["memory"]
         rows.append(
             Row(

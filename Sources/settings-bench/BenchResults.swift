@@ -14,6 +14,11 @@ struct BenchResults: Sendable {
     /// Messages the client's connection sent to the bus during the local reads.
     var cachedReadMessages: UInt32?
     var dconfRead: Double?
+    /// `get(key)` of a key the store does not watch, in a store connected that has read nothing: its first, and
+    /// the later ones (ns, median of batches of 100), and the messages its connection sent meanwhile.
+    var unwatchedFirstGet: Double?
+    var unwatchedGet: Double?
+    var unwatchedGetMessages: UInt32?
     /// Durable writes of one key.
     var durableSet = Samples()
     var dconfWrite = Samples()
