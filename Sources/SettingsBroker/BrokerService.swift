@@ -354,7 +354,7 @@ public final class BrokerService: Sendable {
     static func makeView(_ configuration: Configuration, _ logger: Logger) -> PublishedView? {
         guard let folder = configuration.viewFolder else { return nil }
         do {
-            return try PublishedView(folder: folder)
+            return try PublishedView(folder: folder) { problem in logger.error("the view of the settings is not complete: \(problem)") }
         } catch {
             logger.error("no view of the settings is published; apps read them from the bus", metadata: ["reason": "\(error)"])
             return nil

@@ -36,8 +36,11 @@ import Synchronization
 final class PublishedView: Sendable {
     /// The folder of the view.
     let folder: String
-    /// Held while files are written: the files of one directory are written in the order of the states read.
-    private let writing = Mutex<Void>(())
+    /// Held while files are written, so that the files of one directory are written in the order of the states
+    /// read; true once a file could not be written (the view is then not complete until the broker starts again).
+    private let writing = Mutex<Bool>(false)
+    /// Told once when a file cannot be written.
+    private let report: @Sendable (String) -> Void
 
     /// The view's interface and the signals its files hold.
     static let interface: InterfaceName = "io.github.settingsbus.View1"
@@ -50,8 +53,9 @@ final class PublishedView: Sendable {
 
     /// Makes the folder (and its parent, for the default `$XDG_RUNTIME_DIR/settingsbus/view`), mode 0700, and
     /// checks that it is a folder of this user's alone; a `complete` left from before is removed first.
-    init(folder: String) throws(Unusable) {
+    init(folder: String, report: @escaping @Sendable (String) -> Void = { _ in }) throws(Unusable) {
         self.folder = folder
+        self.report = report
         let parent = String(folder[..<(folder.lastIndex(of: "/") ?? folder.startIndex)])
         if !parent.isEmpty, access(parent, F_OK) != 0 { mkdir(parent, 0o700) }
         if mkdir(folder, 0o700) != 0, errno != EEXIST {
@@ -94,8 +98,8 @@ final class PublishedView: Sendable {
 
     /// Writes the files of `directories` from the store's state now.
     func publish(_ directories: some Sequence<SettingDirectory>, from store: DurableStore) {
-        writing.withLock { _ in
-            for directory in directories { write(store.viewOfDirectory(directory)) }
+        writing.withLock { failed in
+            for directory in directories { write(store.viewOfDirectory(directory), failed: &failed) }
         }
     }
 
@@ -111,7 +115,7 @@ final class PublishedView: Sendable {
             publish(directories[start..<end], from: store)
             start = end
         }
-        writing.withLock { _ in
+        writing.withLock { failed in
             for name in Self.files(in: folder) where name.hasPrefix("d-") && !names.contains(name) {
                 // A directory emptied before this pass began: its file is stale unless a commit rewrote it since,
                 // and a commit that did would have found it holding something.
@@ -122,41 +126,52 @@ final class PublishedView: Sendable {
             let complete = DBusMessage.signal(
                 path: Self.objectPath, interface: Self.interface,
                 member: "Complete", body: [.uint64(store.serial), .string(store.persistence.path), .string(busID)])
-            writeFile(named: "complete", complete)
+            guard !failed else { return }
+            if !writeFile(named: "complete", complete) { fail(&failed, "complete") }
         }
     }
 
     /// Writes one directory's file, or removes it when the directory holds nothing. Under `writing`.
-    private func write(_ view: DirectoryView) {
+    private func write(_ view: DirectoryView, failed: inout Bool) {
         let name = Self.fileName(of: view.directory)
         guard !view.isEmpty else {
-            unlink(folder + "/" + name)
+            if unlink(folder + "/" + name) != 0, errno != ENOENT { fail(&failed, name) }
             return
         }
         let signal = DBusMessage.signal(
             path: Self.objectPath, interface: Self.interface,
             member: "Directory", body: view.body)
-        writeFile(named: name, signal)
+        if !writeFile(named: name, signal) { fail(&failed, name) }
     }
 
-    /// Writes a message to `name` in the folder: whole, beside it, then renamed over it.
-    private func writeFile(named name: String, _ message: DBusMessage) {
-        guard let bytes = try? message.marshalled() else { return }
+    /// A file could not be written (a full tmpfs, say): `complete` is removed, so that apps read from the bus
+    /// rather than a file that is no longer true, and the failure is reported once. Under `writing`.
+    private func fail(_ failed: inout Bool, _ name: String) {
+        let error = String(cString: strerror(errno))
+        unlink(folder + "/complete")
+        guard !failed else { return }
+        failed = true
+        report("cannot write \(folder)/\(name) (\(error)): apps read the settings from the bus until the broker starts again")
+    }
+
+    /// Writes a message to `name` in the folder: whole, beside it, then renamed over it. False when it could not.
+    private func writeFile(named name: String, _ message: DBusMessage) -> Bool {
+        guard let bytes = try? message.marshalled() else { return false }
         let (path, temporary) = (folder + "/" + name, folder + "/." + name + ".new")
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard descriptor >= 0 else { return }
+        guard descriptor >= 0 else { return false }
         let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
         close(descriptor)
-        guard written == bytes.count else {
+        guard written == bytes.count, rename(temporary, path) == 0 else {
             unlink(temporary)
-            return
+            return false
         }
-        if rename(temporary, path) != 0 { unlink(temporary) }
+        return true
     }
 
     /// The directory a view file holds; nil when it cannot be read.
     static func directory(inFile path: String) -> SettingDirectory? {
-        guard let message = try? DBusMessage(marshalled: readFile(path)), message.body.count == 5,
+        guard let message = try? DBusMessage(marshalled: readFile(path)), message.body.count == 7,
             case .string(let text) = message.body[1]
         else { return nil }
         return try? SettingDirectory(text)

@@ -77,13 +77,15 @@ extension Bench {
         try await waitForTheView()
         for _ in 0..<Self.getProcesses {
             for backend in backends {
-                run.getProcess[backend, default: Samples()].append(try await gsettingsGetProcess(setup, backend: backend))
+                run.getProcess[backend, default: Samples()].append(try await gsettingsGetProcess(setup, backend: backend).elapsed)
             }
         }
         if let pid = broker.pid, kill(pid, SIGSTOP) == 0 {
             do {
                 for _ in 0..<Self.getProcessesStopped {
-                    run.getProcessStopped.append(try await gsettingsGetProcess(setup, backend: "settingsbus"))
+                    let (elapsed, stored) = try await gsettingsGetProcess(setup, backend: "settingsbus", mustRead: false)
+                    run.getProcessStopped.append(elapsed)
+                    if !stored { run.getProcessStoppedWrong += 1 }
                 }
             } catch {
                 kill(pid, SIGCONT)
@@ -159,16 +161,20 @@ extension Bench {
     static let getProcesses = 30
     static let getProcessesStopped = 10
 
-    /// One `gsettings get` of the read key with `backend`, from the process's start to its exit (ns).
-    private func gsettingsGetProcess(_ setup: GSettingsSetup, backend: String) async throws -> Double {
+    /// One `gsettings get` of the read key with `backend`, from the process's start to its exit (ns), and whether it
+    /// read the stored value; unless `mustRead` is false, one that did not fails the run.
+    private func gsettingsGetProcess(
+        _ setup: GSettingsSetup, backend: String, mustRead: Bool = true
+    ) async throws -> (elapsed: Double, stored: Bool) {
         let start = monotonicNanoseconds()
         let result = try await TestProcess.run(
             "/usr/bin/gsettings", ["get", Self.gsettingsSchema, "read"], environment: gsettingsEnvironment(setup, backend: backend))
         let elapsed = Double(monotonicNanoseconds() - start)
-        guard result.status == 0, result.stdout == "'a value read through GSettings'\n" else {
+        let stored = result.status == 0 && result.stdout == "'a value read through GSettings'\n"
+        guard stored || !mustRead else {
             throw BenchFailure("gsettings get (\(backend)) failed: \(result.stdout) \(result.stderr)")
         }
-        return elapsed
+        return (elapsed, stored)
     }
 
     /// How many apps read the watched key with each backend.
@@ -293,6 +299,8 @@ struct GSettingsRun: Sendable {
     /// Backend → a `gsettings get` process, from its start to its exit; the module's with the broker stopped.
     var getProcess: [String: Samples] = [:]
     var getProcessStopped = Samples()
+    /// How many of those read something else than the stored value (the schema's default).
+    var getProcessStoppedWrong = 0
     /// Backend (`memory`, `settingsbus`, `dconf`) → the memory of an app that read a schema with it.
     var memory: [String: ProcessMemory] = [:]
     /// Why dconf's GSettings backend was not measured, when dconf-service was.

@@ -275,7 +275,10 @@ struct BenchReport {
                 target: "p50 ≤ 1.0× dconf's", met: mine.p50.flatMap { a in theirs.p50.map { a <= $0 } }))
         rows.append(
             Row(
-                measure: "… with the broker stopped (`SIGSTOP`), p50 / p99", settingsBus: Format.percentiles(run.getProcessStopped),
+                measure: "… with the broker stopped (`SIGSTOP`), p50 / p99",
+                settingsBus: Format.percentiles(run.getProcessStopped)
+                    + (run.getProcessStoppedWrong > 0
+                        ? ", \(run.getProcessStoppedWrong) of \(run.getProcessStopped.count) read the schema's default" : ""),
                 dconf: "—", ratio: ratio(run.getProcessStopped.p50, mine.p50, "running"), target: "p50 ≤ 1.1× running",
                 met: run.getProcessStopped.p50.flatMap { a in mine.p50.map { a <= 1.1 * $0 } }))
         let base = run.memory["memory"]

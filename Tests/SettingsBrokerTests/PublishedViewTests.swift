@@ -197,4 +197,27 @@ struct PublishedViewTests {
             #expect(await broker.stop() == 0)
         }
     }
+
+    /// A file the broker cannot write (here a folder stands in its place) leaves the view not complete, so that
+    /// apps read from the bus rather than a file that is no longer true; the write itself is served, and the log
+    /// says why, once.
+    @Test func aFileThatCannotBeWrittenLeavesTheViewNotComplete() async throws {
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus)
+            let folder = URL(fileURLWithPath: broker.viewFolder)
+            try await Self.waitUntilComplete(folder)
+            let blocked = folder.appendingPathComponent(Self.fileName("/org/example/blocked/"))
+            try FileManager.default.createDirectory(at: blocked.appendingPathComponent("inside"), withIntermediateDirectories: true)
+            let connection = try await bus.connect()
+            _ = try await connection.settings("Set", [.string("/org/example/blocked/k"), .variant(.int32(1))])
+            _ = try await connection.settings("Set", [.string("/org/example/blocked/k"), .variant(.int32(2))])
+            #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("complete").path))
+            #expect(try await connection.settings("Get", [.string("/org/example/blocked/k")]) == [.variant(.int32(2))])
+            let log = try String(contentsOf: broker.logFile, encoding: .utf8)
+            let said = log.split(separator: "\n").filter { $0.contains("the view of the settings is not complete") }
+            #expect(said.count == 1, "\(log)")
+            await connection.close()
+            #expect(await broker.stop() == 0)
+        }
+    }
 }
