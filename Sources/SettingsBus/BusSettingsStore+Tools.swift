@@ -16,6 +16,13 @@ extension BusSettingsStore {
     ///
     /// - Returns: the method's reply.
     /// - Throws: ``SettingsError`` mapped from the reply, as for every other call.
+    /// How many messages this store's connection has sent since it was opened; nil while it has none (for
+    /// measurements: `settings-bench`).
+    package func sentMessageCount() async -> UInt64? {
+        guard let connection = link.openConnection else { return nil }
+        return await connection.sentMessageCount()
+    }
+
     package func call<Request: Settings1.Request>(_ request: Request) async throws(SettingsError) -> Request.Reply {
         try await link.call(request)
     }

@@ -73,8 +73,7 @@ extension Bench {
         guard settings.cached(key) != nil else {
             throw BenchFailure("the watched key never became readable locally")
         }
-        let unique = try await settings.uniqueName()
-        let before = await incomingMessages(of: unique)
+        let before = await settings.sentMessageCount()
         var perRead = Samples()
         var total = 0
         for _ in 0..<plan.cachedReadBatches {
@@ -82,10 +81,10 @@ extension Bench {
             for _ in 0..<1000 { total &+= settings.cached(key)?.utf8.count ?? 0 }
             perRead.append(Double(monotonicNanoseconds() - start) / 1000)
         }
-        let after = await incomingMessages(of: unique)
+        let after = await settings.sentMessageCount()
         precondition(total > 0)
         results.cachedRead = perRead.p50
-        if let before, let after { results.cachedReadMessages = after &- before }
+        if let before, let after { results.cachedReadMessages = UInt32(truncatingIfNeeded: after &- before) }
 
         if let probe {
             let result = try await TestProcess.run(
@@ -107,8 +106,8 @@ extension Bench {
         try await settings.set(key, to: "a value no one watches")
         try await waitForTheView()
         let fresh = BusSettingsStore(bus: .address(bus.address))
-        let unique = try await fresh.uniqueName()
-        let before = await incomingMessages(of: unique)
+        _ = try await fresh.uniqueName()
+        let before = await fresh.sentMessageCount()
         var start = monotonicNanoseconds()
         _ = try await fresh.get(key)
         results.unwatchedFirstGet = Double(monotonicNanoseconds() - start)
@@ -118,9 +117,9 @@ extension Bench {
             for _ in 0..<100 { _ = try await fresh.get(key) }
             perRead.append(Double(monotonicNanoseconds() - start) / 100)
         }
-        let after = await incomingMessages(of: unique)
+        let after = await fresh.sentMessageCount()
         results.unwatchedGet = perRead.p50
-        if let before, let after { results.unwatchedGetMessages = after &- before }
+        if let before, let after { results.unwatchedGetMessages = UInt32(truncatingIfNeeded: after &- before) }
         await fresh.close()
     }
 

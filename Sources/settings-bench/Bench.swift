@@ -185,21 +185,6 @@ final class Bench {
             member: "Change", arguments: [.array(.byte, blob)], timeout: .seconds(300))
     }
 
-    /// How many messages the bus daemon has received from a connection (its `Debug.Stats` interface).
-    func incomingMessages(of uniqueName: String) async -> UInt32? {
-        guard
-            let reply = try? await connection.call(
-                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-                interface: "org.freedesktop.DBus.Debug.Stats", member: "GetConnectionStats",
-                arguments: [.string(uniqueName)]),
-            case .dictionary(_, _, let entries) = reply.first
-        else { return nil }
-        for entry in entries where entry.key == .string("IncomingMessages") {
-            if case .variant(.uint32(let count)) = entry.value { return count }
-        }
-        return nil
-    }
-
     /// Starts a process of this run (a subscriber, a writer, the probe) with the run's environment.
     func start(_ executable: String, _ arguments: [String]) throws -> RunningProcess {
         try RunningProcess.start(executable, arguments, environment: environment)

@@ -11,7 +11,7 @@ struct BenchResults: Sendable {
     var clientGet = Samples()
     /// Local reads, in nanoseconds per read (median of batches of 1000).
     var cachedRead: Double?
-    /// Messages the client's connection sent to the bus during the local reads.
+    /// Messages the client's connection sent during the local reads (counted by the connection itself).
     var cachedReadMessages: UInt32?
     var dconfRead: Double?
     /// `get(key)` of a key the store does not watch, in a store connected that has read nothing: its first, and

@@ -21,6 +21,32 @@ struct ConnectionTests {
         }
     }
 
+    /// The connection counts what it sends (calls and signals), for measurements; and it knows the bus's GUID, the
+    /// one `GDBus` gets for the same bus.
+    @Test func countsTheMessagesItSendsAndKnowsTheBusGUID() async throws {
+        try await withTestBus { bus in
+            let connection = try await bus.connect()
+            let before = await connection.sentMessageCount()
+            for _ in 0..<5 {
+                _ = try await connection.call(
+                    destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+                    member: "GetId", arguments: [])
+            }
+            try connection.send(DBusMessage.signal(path: "/a", interface: "org.example.A", member: "B"))
+            _ = try await connection.call(
+                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+                member: "GetId", arguments: [])
+            #expect(await connection.sentMessageCount() - before == 7)
+            let gdbus = try await TestProcess.run(
+                "/usr/bin/python3",
+                ["-c", "from gi.repository import Gio; print(Gio.DBusConnection.new_for_address_sync('\(bus.address)', "
+                    + "Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION, "
+                    + "None, None).get_guid())"])
+            #expect(connection.serverID.map { $0 + "\n" } == gdbus.stdout, "\(gdbus.stderr)")
+            await connection.close()
+        }
+    }
+
     @Test func errorReplyKeepsTheRemoteNameAndMessage() async throws {
         try await withTestBus { bus in
             let connection = try await bus.connect()

@@ -49,6 +49,7 @@ extension ConnectionLoop {
         defer { dbus_message_unref(pointer) }
         var serial: UInt32 = 0
         guard dbus_connection_send(connection, pointer, &serial) != 0 else { return nil }
+        sentMessages &+= 1
         return serial
     }
 
@@ -60,6 +61,7 @@ extension ConnectionLoop {
         guard let connection else { return nil }
         var serial: UInt32 = 0
         guard dbus_connection_send(connection, encoded.pointer, &serial) != 0 else { return nil }
+        sentMessages &+= 1
         return serial
     }
 }

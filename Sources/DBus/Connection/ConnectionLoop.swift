@@ -82,6 +82,8 @@ final class ConnectionLoop: @unchecked Sendable {
     var objects: [ObjectPath: ExportedObject] = [:]
     /// The Unix users of callers that handlers asked about.
     var senderUsers = SenderUsers()
+    /// The messages this connection has queued for the bus (calls, replies, signals), for measurements.
+    var sentMessages: UInt64 = 0
     /// Header strings that received messages share (``HeaderStrings``).
     let headerStrings = HeaderStrings()
     /// The types of the body signatures received messages had, and of the variants in them.

@@ -152,6 +152,11 @@ public final class DBusConnection: Sendable {
         await loop.waitUntilExited()
     }
 
+    /// How many messages this connection has sent since it was opened (after `Hello`): for measurements.
+    package func sentMessageCount() async -> UInt64 {
+        (try? await loop.perform { $0.sentMessages }) ?? 0
+    }
+
     func makeID() -> UInt64 {
         nextID.wrappingAdd(1, ordering: .relaxed).oldValue
     }
