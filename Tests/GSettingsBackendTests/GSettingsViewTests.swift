@@ -13,8 +13,8 @@ import Testing
 struct GSettingsViewTests {
     typealias Setup = GSettingsBackendTests.Setup
 
-    /// Reads `greeting` and three profiles' `font`, prints how long that took and the values, then waits for
-    /// `count` to change (or 30 s) and prints it.
+    /// Reads `greeting` and three profiles' `font`, prints how long that took (seconds) and the values, then
+    /// waits for `count` to change (or 30 s) and prints it.
     static let readAndFollow = """
         import time, gi
         gi.require_version('Gio', '2.0')
@@ -74,20 +74,16 @@ struct GSettingsViewTests {
         try await withTestBus { bus in
             let (broker, connection, environment) = try await Self.brokerWithValues(bus, setup)
             #expect(kill(broker.pid, SIGSTOP) == 0)
-            let clock = ContinuousClock()
-            var get: TestProcess.Result?
-            let time = try await clock.measure {
-                get = try await TestProcess.run(
-                    "/usr/bin/gsettings", ["get", "org.example.Editor", "greeting"], environment: environment)
-            }
-            #expect(get?.stdout == "'stored'\n" && get?.status == 0, "\(get?.stdout ?? "") \(get?.stderr ?? "")")
-            #expect(!(get?.stderr.contains("settingsbus") ?? true), "\(get?.stderr ?? "")")
-            #expect(time < .seconds(1), "gsettings get took \(time) with the broker stopped")
+            // A wait for the broker would end unanswered, with the module's word in the log and the schema's
+            // default; how long a process takes is settings-bench's to measure.
+            let get = try await TestProcess.run(
+                "/usr/bin/gsettings", ["get", "org.example.Editor", "greeting"], environment: environment)
+            #expect(get.stdout == "'stored'\n" && get.status == 0, "\(get.stdout) \(get.stderr)")
+            #expect(!get.stderr.contains("settingsbus"), "\(get.stderr)")
             let app = try RunningProcess.start("/usr/bin/python3", ["-c", Self.readAndFollow], environment: environment)
             let read = try await app.nextLine()
             let parts = read?.split(separator: " ", maxSplits: 1) ?? []
             #expect(parts.last == "stored, Monospace 10, Serif 11, Monospace 10", "\(read ?? "nothing")")
-            #expect((parts.first.flatMap { Double($0) } ?? .infinity) < 1.0, "\(read ?? "nothing")")
             #expect(kill(broker.pid, SIGCONT) == 0)
             try await GSettingsBackendTests.set("/org/example/editor/count", .int32(7), connection)
             #expect(try await app.nextLine() == "count 7")
