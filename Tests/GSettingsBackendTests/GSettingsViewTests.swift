@@ -73,7 +73,7 @@ struct GSettingsViewTests {
         defer { setup.remove() }
         try await withTestBus { bus in
             let (broker, connection, environment) = try await Self.brokerWithValues(bus, setup)
-            #expect(kill(broker.pid, SIGSTOP) == 0)
+            try await broker.pause()
             // A wait for the broker would end unanswered, with the module's word in the log and the schema's
             // default; how long a process takes is settings-bench's to measure.
             let get = try await TestProcess.run(
@@ -168,7 +168,7 @@ struct GSettingsViewTests {
             try await GSettingsBackendTests.set("/org/example/a/b/font", .string("Child 11"), connection)
             try await GSettingsBackendTests.set("/org/example/a/font", .string("Parent 10"), connection)
             try await Self.waitForTheView(of: broker)
-            #expect(kill(broker.pid, SIGSTOP) == 0)
+            try await broker.pause()
             let app = try await TestProcess.run(
                 "/usr/bin/python3",
                 ["-c", """

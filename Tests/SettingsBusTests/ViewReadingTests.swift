@@ -60,7 +60,7 @@ struct ViewReadingTests {
             #expect(try await store.read([token]).values[token] == .string("s3cret"))
 
             // With the broker stopped, the view still answers; the bus does not (the store gives up after 2 s).
-            #expect(kill(broker.pid, SIGSTOP) == 0)
+            try await broker.pause()
             let stopped = try await store.read([theme, size, font])
             #expect(stopped.values == [theme: .string("light"), size: .int32(4), font: .string("Sans")])
             await #expect(throws: SettingsError.self) { _ = try await store.read([token]) }
