@@ -574,8 +574,8 @@ static gchar *view_file_name(const gchar *directory) {
 static GBytes *read_view_file(const gchar *folder, const gchar *name, gboolean *missing) {
     gchar *path = g_build_filename(folder, name, NULL);
     int descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    g_free(path);
     *missing = descriptor < 0 && errno == ENOENT;
+    g_free(path);
     if (descriptor < 0) return NULL;
     struct stat status;
     if (fstat(descriptor, &status) != 0 || !S_ISREG(status.st_mode) || status.st_uid != getuid() ||
