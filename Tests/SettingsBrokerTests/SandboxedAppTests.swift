@@ -566,10 +566,11 @@ struct SandboxedAppTests {
     }
 
     /// A host process that gets `pid`, from the kernel's next pid (`/proc/sys/kernel/ns_last_pid`, root only);
-    /// tried a few times, since another process may take the pid first.
+    /// tried again and again, since another process may take the pid first (beside the whole suite on two CPUs,
+    /// 20 tries were once not enough).
     /// With `bus`, the process is a client of it (`gdbus wait`, which holds its connection while it waits).
     static func processWithPid(_ pid: Int, connectingTo bus: TestBus? = nil) throws -> ChildProcess {
-        for _ in 0..<20 {
+        for _ in 0..<500 {
             try "\(pid - 1)".write(toFile: "/proc/sys/kernel/ns_last_pid", atomically: false, encoding: .utf8)
             let child =
                 try bus.map {
