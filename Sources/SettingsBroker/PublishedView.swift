@@ -81,6 +81,11 @@ final class PublishedView: Sendable {
         unlink(folder + "/complete")
     }
 
+    /// The most children (keys and subdirectories) a directory of the view holds: a larger one is marked
+    /// `Unpublished`, and apps read it from the bus, so that a commit's cost stays bounded whatever one directory
+    /// holds (a sync that pulled 200,000 keys of one directory in pages rewrote its whole file at each page).
+    static let directoryLimit = 4_096
+
     /// The file systems that keep files in memory (`statfs`'s `f_type`).
     static let tmpfsMagic: Int64 = 0x0102_1994
     static let ramfsMagic: Int64 = 0x8584_58f6
@@ -138,9 +143,12 @@ final class PublishedView: Sendable {
             if unlink(folder + "/" + name) != 0, errno != ENOENT { fail(&failed, name) }
             return
         }
-        let signal = DBusMessage.signal(
-            path: Self.objectPath, interface: Self.interface,
-            member: "Directory", body: view.body)
+        let signal =
+            view.isTooLarge
+            ? DBusMessage.signal(
+                path: Self.objectPath, interface: Self.interface, member: "Unpublished",
+                body: [.uint64(view.serial), .string(view.directory.rawValue)])
+            : DBusMessage.signal(path: Self.objectPath, interface: Self.interface, member: "Directory", body: view.body)
         if !writeFile(named: name, signal) { fail(&failed, name) }
     }
 
@@ -216,8 +224,12 @@ struct DirectoryView: Sendable, Equatable {
     var locks: [String] = []
     var registered: [String: DBusValue] = [:]
     var secret: [String] = []
+    /// Whether it has more than ``PublishedView/directoryLimit`` children: its file then says so alone.
+    var isTooLarge = false
 
-    var isEmpty: Bool { user.isEmpty && administrator.isEmpty && locks.isEmpty && registered.isEmpty && secret.isEmpty }
+    var isEmpty: Bool {
+        !isTooLarge && user.isEmpty && administrator.isEmpty && locks.isEmpty && registered.isEmpty && secret.isEmpty
+    }
 
     /// The body of its `Directory` signal: `(t serial, s directory, a{sv} user, a{sv} administrator, as locks,
     /// a{sv} registered, as secret)`.
@@ -239,7 +251,7 @@ extension DurableStore {
     func viewOfDirectory(_ directory: SettingDirectory) -> DirectoryView {
         committed.withLock { state in
             var view = DirectoryView(directory: directory, serial: state.serial)
-            _ = state.forEachChild(of: directory, after: nil, limit: Int.max) { name in
+            let more = state.forEachChild(of: directory, after: nil, limit: PublishedView.directoryLimit) { name in
                 guard !name.hasSuffix("/") else { return }
                 let key = SettingPath(unchecked: directory.rawValue + name)
                 let user = state.userValue(key), schema = state.schemas[key]
@@ -254,6 +266,9 @@ extension DurableStore {
                 {
                     view.user[key.rawValue] = value
                 }
+            }
+            guard more == nil else {
+                return DirectoryView(directory: directory, serial: state.serial, isTooLarge: true)
             }
             let administrator = state.administrator
             if !administrator.isEmpty {

@@ -220,4 +220,29 @@ struct PublishedViewTests {
             #expect(await broker.stop() == 0)
         }
     }
+
+    /// A directory of more than 4,096 children is marked `Unpublished`, so that what a commit writes stays bounded
+    /// whatever one directory holds; apps read it from the bus. One that shrinks below comes back whole.
+    @Test func aDirectoryOfMoreThanFourThousandKeysIsLeftToTheBus() async throws {
+        try await withTestBus { bus in
+            let broker = try await TestBroker.start(on: bus)
+            let folder = URL(fileURLWithPath: broker.viewFolder)
+            try await Self.waitUntilComplete(folder)
+            let connection = try await bus.connect()
+            let large = "/org/example/large/"
+            let keys = try (0..<4_100).map { try SettingPath(large + "k\($0)") }
+            let apply = Settings1.ApplyRequest(sets: keys.map { ($0, DBusValue.int32(1)) }, resets: [])
+            _ = try await connection.settings("Apply", apply.body)
+            let file = folder.appendingPathComponent(Self.fileName(large))
+            let message = try DBusMessage(marshalled: [UInt8](try Data(contentsOf: file)))
+            #expect(message.member?.rawValue == "Unpublished" && message.body.count == 2, "\(message.signature)")
+            // Reset below the bound: the whole directory is in the view again.
+            let resets = Settings1.ApplyRequest(sets: [], resets: keys.dropFirst(100).map { .key($0) })
+            _ = try await connection.settings("Apply", resets.body)
+            try await Self.expectViewMatches(folder, connection, [large], "a directory back below the bound")
+            #expect(try Self.view(folder, large)?.user.count == 100)
+            await connection.close()
+            #expect(await broker.stop() == 0)
+        }
+    }
 }
