@@ -363,7 +363,7 @@ enum ProcessProof {
         var inodes: Set<UInt32> = []
         var link = [CChar](repeating: 0, count: 64)
         while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            let name = BoundedFile.entryName(UnsafeRawPointer(entry))
             guard name.first?.isNumber == true else { continue }
             let length = readlink(folder + "/" + name, &link, link.count - 1)
             guard length > 0 else { continue }

@@ -42,10 +42,6 @@ final class PublishedView: Sendable {
     /// Told once when a file cannot be written.
     private let report: @Sendable (String) -> Void
 
-    /// The view's interface and the signals its files hold.
-    static let interface: InterfaceName = "io.github.settingsbus.View1"
-    static let objectPath: ObjectPath = "/io/github/settingsbus/View1"
-
     /// Why the view's folder cannot be used.
     struct Unusable: Error, CustomStringConvertible {
         var description: String
@@ -90,17 +86,6 @@ final class PublishedView: Sendable {
     static let tmpfsMagic: Int64 = 0x0102_1994
     static let ramfsMagic: Int64 = 0x8584_58f6
 
-    /// The name of a directory's file: `d-` and the 64-bit FNV-1a hash of its path, in 16 hex digits.
-    static func fileName(of directory: SettingDirectory) -> String {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in directory.rawValue.utf8 {
-            hash ^= UInt64(byte)
-            hash &*= 0x0000_0100_0000_01b3
-        }
-        let digits = String(hash, radix: 16)
-        return "d-" + String(repeating: "0", count: 16 - digits.count) + digits
-    }
-
     /// Writes the files of `directories` from the store's state now.
     func publish(_ directories: some Sequence<SettingDirectory>, from store: DurableStore) {
         writing.withLock { failed in
@@ -113,7 +98,7 @@ final class PublishedView: Sendable {
     /// broker serves by its GUID (`busID`): an app on another bus does not read this view.
     func publishAll(from store: DurableStore, busID: String) {
         let directories = store.directoriesForView()
-        let names = Set(directories.map(Self.fileName))
+        let names = Set(directories.map { View1.fileName(of: $0.rawValue) })
         var start = directories.startIndex
         while start < directories.endIndex {
             let end = min(start + 64, directories.endIndex)
@@ -121,35 +106,35 @@ final class PublishedView: Sendable {
             start = end
         }
         writing.withLock { failed in
-            for name in Self.files(in: folder) where name.hasPrefix("d-") && !names.contains(name) {
+            for name in BoundedFile.names(in: folder) where name.hasPrefix("d-") && !names.contains(name) {
                 // A directory emptied before this pass began: its file is stale unless a commit rewrote it since,
                 // and a commit that did would have found it holding something.
                 let path = folder + "/" + name
-                if let directory = Self.directory(inFile: path), !store.viewOfDirectory(directory).isEmpty { continue }
+                if let directory = View1.read(path).flatMap({ View1.directory(of: $0.message) }),
+                    let known = try? SettingDirectory(directory), store.viewOfDirectory(known).hasFile
+                {
+                    continue
+                }
                 unlink(path)
             }
-            let complete = DBusMessage.signal(
-                path: Self.objectPath, interface: Self.interface,
-                member: "Complete", body: [.uint64(store.serial), .string(store.persistence.path), .string(busID)])
             guard !failed else { return }
-            if !writeFile(named: "complete", complete) { fail(&failed, "complete") }
+            let complete = View1.Complete(serial: store.serial, store: store.persistence.path, bus: busID)
+            if !writeFile(named: "complete", complete.message) { fail(&failed, "complete") }
         }
     }
 
     /// Writes one directory's file, or removes it when the directory holds nothing. Under `writing`.
     private func write(_ view: DirectoryView, failed: inout Bool) {
-        let name = Self.fileName(of: view.directory)
-        guard !view.isEmpty else {
+        let name = View1.fileName(of: view.directory)
+        let message: DBusMessage
+        switch view {
+        case .held(let held) where held.isEmpty:
             if unlink(folder + "/" + name) != 0, errno != ENOENT { fail(&failed, name) }
             return
+        case .held(let held): message = held.message
+        case .tooLarge(let serial, let directory): message = View1.unpublished(serial: serial, directory: directory)
         }
-        let signal =
-            view.isTooLarge
-            ? DBusMessage.signal(
-                path: Self.objectPath, interface: Self.interface, member: "Unpublished",
-                body: [.uint64(view.serial), .string(view.directory.rawValue)])
-            : DBusMessage.signal(path: Self.objectPath, interface: Self.interface, member: "Directory", body: view.body)
-        if !writeFile(named: name, signal) { fail(&failed, name) }
+        if !writeFile(named: name, message) { fail(&failed, name) }
     }
 
     /// A file could not be written (a full tmpfs, say): `complete` is removed, so that apps read from the bus
@@ -176,73 +161,24 @@ final class PublishedView: Sendable {
         }
         return true
     }
-
-    /// The directory a view file holds; nil when it cannot be read.
-    static func directory(inFile path: String) -> SettingDirectory? {
-        guard let message = try? DBusMessage(marshalled: readFile(path)), message.body.count == 7,
-            case .string(let text) = message.body[1]
-        else { return nil }
-        return try? SettingDirectory(text)
-    }
-
-    /// The bytes of a file (at most 64 MiB); empty when it cannot be read.
-    static func readFile(_ path: String) -> [UInt8] {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard descriptor >= 0 else { return [] }
-        defer { close(descriptor) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65_536)
-        while bytes.count < 64 << 20 {
-            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-            guard count > 0 else { break }
-            bytes += chunk[0..<count]
-        }
-        return bytes
-    }
-
-    /// The names in a folder.
-    static func files(in folder: String) -> [String] {
-        guard let directory = opendir(folder) else { return [] }
-        defer { closedir(directory) }
-        var names: [String] = []
-        while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            if name != ".", name != ".." { names.append(name) }
-        }
-        return names
-    }
 }
 
-/// What the view holds of one directory: its keys' user values as served, the administrator's defaults of its
-/// keys, the administrator's locks under it, the defaults of its keys' registered schemas, the names of its
-/// secret keys (whose values a reader asks the bus for), and the serial they hold at.
-struct DirectoryView: Sendable, Equatable {
-    var directory: SettingDirectory
-    var serial: UInt64
-    var user: [String: DBusValue] = [:]
-    var administrator: [String: DBusValue] = [:]
-    var locks: [String] = []
-    var registered: [String: DBusValue] = [:]
-    var secret: [String] = []
-    /// Whether it has more than ``PublishedView/directoryLimit`` children: its file then says so alone.
-    var isTooLarge = false
+/// What the view holds of one directory: its file's content (``View1/Directory``), or, when it has more than
+/// ``PublishedView/directoryLimit`` children, only that it is too large.
+enum DirectoryView: Sendable, Equatable {
+    case held(View1.Directory)
+    case tooLarge(serial: UInt64, directory: String)
 
-    var isEmpty: Bool {
-        !isTooLarge && user.isEmpty && administrator.isEmpty && locks.isEmpty && registered.isEmpty && secret.isEmpty
+    var directory: String {
+        switch self {
+        case .held(let held): held.directory
+        case .tooLarge(_, let directory): directory
+        }
     }
 
-    /// The body of its `Directory` signal: `(t serial, s directory, a{sv} user, a{sv} administrator, as locks,
-    /// a{sv} registered, as secret)`.
-    var body: [DBusValue] {
-        func entries(_ values: [String: DBusValue]) -> DBusValue {
-            .dictionary(
-                key: .string, value: .variant,
-                values.keys.sorted().map { DBusDictEntry(key: .string($0), value: .variant(values[$0]!)) })
-        }
-        return [
-            .uint64(serial), .string(directory.rawValue), entries(user), entries(administrator),
-            .array(.string, locks.map { .string($0) }), entries(registered), .array(.string, secret.map { .string($0) }),
-        ]
+    /// Whether the directory has a file.
+    var hasFile: Bool {
+        if case .held(let held) = self { !held.isEmpty } else { true }
     }
 }
 
@@ -250,7 +186,7 @@ extension DurableStore {
     /// What the view holds of `directory` now: its own keys only (not those of its subdirectories), none secret.
     func viewOfDirectory(_ directory: SettingDirectory) -> DirectoryView {
         committed.withLock { state in
-            var view = DirectoryView(directory: directory, serial: state.serial)
+            var view = View1.Directory(serial: state.serial, directory: directory.rawValue)
             let more = state.forEachChild(of: directory, after: nil, limit: PublishedView.directoryLimit) { name in
                 guard !name.hasSuffix("/") else { return }
                 let key = SettingPath(unchecked: directory.rawValue + name)
@@ -267,9 +203,7 @@ extension DurableStore {
                     view.user[key.rawValue] = value
                 }
             }
-            guard more == nil else {
-                return DirectoryView(directory: directory, serial: state.serial, isTooLarge: true)
-            }
+            guard more == nil else { return .tooLarge(serial: state.serial, directory: directory.rawValue) }
             let administrator = state.administrator
             if !administrator.isEmpty {
                 for (key, entry) in administrator.defaults where key.parent == directory {
@@ -281,7 +215,7 @@ extension DurableStore {
                 }
                 view.locks = administrator.locks(under: directory).map(\.rawValue)
             }
-            return view
+            return .held(view)
         }
     }
 

@@ -173,7 +173,7 @@ public final class WritePath: Sendable {
         var directories: Set<SettingDirectory> = []
         for change in changes {
             for key in change.values.lazy.map(\.key) + change.removed + change.secretKeys {
-                if let slash = key.lastIndex(of: "/") { directories.insert(SettingDirectory(unchecked: String(key[...slash]))) }
+                directories.insert(SettingPath(unchecked: key).parent)
             }
             for key in change.describedKeys { directories.insert(key.parent) }
         }

@@ -2,6 +2,7 @@
 
 public import DBus
 public import Foundation
+import SettingsModel
 internal import Glibc
 
 /// The real `settings-broker` executable, running as a child process on a ``TestBus``.
@@ -71,12 +72,7 @@ public final class TestBroker: Sendable {
     /// `$XDG_RUNTIME_DIR` is), named for the store, so that a broker started again on it publishes it in the same
     /// place; removed with the broker's temporary directory.
     public static func viewFolder(of store: String) -> String {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in store.utf8 {
-            hash ^= UInt64(byte)
-            hash &*= 0x0000_0100_0000_01b3
-        }
-        return "/dev/shm/settingsbus-test-view-" + String(hash, radix: 16)
+        "/dev/shm/settingsbus-test-view-" + View1.hash(store)
     }
 
     private init(

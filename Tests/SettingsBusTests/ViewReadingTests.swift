@@ -86,7 +86,7 @@ struct ViewReadingTests {
             let other = BusSettingsStore(bus: .address(bus.address))
             try await Self.set(other, [(theme, .string("dark"))])
             try await Self.waitUntilComplete(folder)
-            let file = folder + "/" + PublishedViewReader.fileName(of: "/app/ui/")
+            let file = folder + "/" + View1.fileName(of: "/app/ui/")
             let forged = DBusMessage.signal(
                 path: "/io/github/settingsbus/View1", interface: "io.github.settingsbus.View1", member: "Directory",
                 body: [
