@@ -118,7 +118,7 @@ public final class BrokerService: Sendable {
 
     /// The process id of a unique name, as the bus daemon tells it (`GetConnectionUnixProcessID`); nil when
     /// it cannot.
-    private static func processID(of name: String, _ connection: DBusConnection) async -> UInt32? {
+    fileprivate static func processID(of name: String, _ connection: DBusConnection) async -> UInt32? {
         let reply: [DBusValue]
         do {
             reply = try await connection.call(
@@ -508,13 +508,7 @@ private final class NameFollowing: Sendable {
         peers.startedFollowing()
         // The daemon's sockets are the other ends of the connections: a caller that connected before is proved
         // to hold one of them (``PeerIdentities``).
-        if let reply = try? await connection.call(
-            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
-            member: "GetConnectionUnixProcessID", arguments: [.string("org.freedesktop.DBus")]),
-            case .uint32(let pid)? = reply.first
-        {
-            peers.noteBusDaemon(pid)
-        }
+        if let pid = await BrokerService.processID(of: "org.freedesktop.DBus", connection) { peers.noteBusDaemon(pid) }
         // The census of the names on the bus now, those the broker did not see appear: before the broker takes its
         // name, so that the caller that started it is counted before it is served.
         peers.noteCensus(claims: await Self.claims(on: connection))
@@ -524,13 +518,12 @@ private final class NameFollowing: Sendable {
     /// (`ListNames`, then `GetConnectionUnixProcessID` of each, 64 at a time); a name that left meanwhile is
     /// not counted.
     private static func claims(on connection: DBusConnection) async -> [UInt32: Int] {
-        func ask(_ member: MemberName, _ arguments: [DBusValue]) async -> DBusValue? {
-            try? await connection.call(
+        guard
+            case .array(_, let listed)? = try? await connection.call(
                 destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
-                member: member, arguments: arguments
+                member: "ListNames", arguments: []
             ).first
-        }
-        guard case .array(_, let listed)? = await ask("ListNames", []) else { return [:] }
+        else { return [:] }
         let names = listed.compactMap { value -> String? in
             guard case .string(let name) = value, name.hasPrefix(":") else { return nil }
             return name
@@ -539,12 +532,7 @@ private final class NameFollowing: Sendable {
         for start in stride(from: 0, to: names.count, by: 64) {
             await withTaskGroup(of: UInt32?.self) { group in
                 for name in names[start..<min(start + 64, names.count)] {
-                    group.addTask {
-                        guard case .uint32(let pid)? = await ask("GetConnectionUnixProcessID", [.string(name)]) else {
-                            return nil
-                        }
-                        return pid
-                    }
+                    group.addTask { await BrokerService.processID(of: name, connection) }
                 }
                 for await pid in group { if let pid { claims[pid, default: 0] += 1 } }
             }
