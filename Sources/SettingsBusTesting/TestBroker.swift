@@ -61,6 +61,18 @@ public final class TestBroker: Sendable {
         throw TestProcess.Failure(description: "settings-broker did not stop within 10 s of SIGSTOP")
     }
 
+    /// Waits (20 s at most) until the broker's view is complete (its `complete` file is there).
+    public func waitForTheView() async throws {
+        let complete = viewFolder + "/complete"
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !FileManager.default.fileExists(atPath: complete) {
+            guard ContinuousClock.now < deadline else {
+                throw TestProcess.Failure(description: "the view in \(viewFolder) was not complete within 20 s")
+            }
+            await Task.yield()
+        }
+    }
+
     /// The folder of the view the broker publishes: the one the test gave with `--view`, else
     /// ``viewFolder(of:)`` of its store.
     public var viewFolder: String {

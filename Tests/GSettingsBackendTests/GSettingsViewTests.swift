@@ -31,20 +31,6 @@ struct GSettingsViewTests {
         print('count', objects[0].get_int('count'), flush=True)
         """
 
-    struct ViewNotComplete: Error, CustomStringConvertible {
-        var description: String { "the view was not complete within 20 s" }
-    }
-
-    /// Waits (20 s at most) until the broker's view is complete.
-    static func waitForTheView(of broker: TestBroker) async throws {
-        let complete = broker.viewFolder + "/complete"
-        let deadline = ContinuousClock.now + .seconds(20)
-        while !FileManager.default.fileExists(atPath: complete) {
-            guard ContinuousClock.now < deadline else { throw ViewNotComplete() }
-            await Task.yield()
-        }
-    }
-
     /// A broker on `bus` that stored `greeting` and one profile's `font`, once its view is complete; a
     /// connection to it, and the environment of an app that reads its view.
     static func brokerWithValues(_ bus: TestBus, _ setup: Setup) async throws -> (TestBroker, DBusConnection, [String: String]) {
@@ -52,18 +38,13 @@ struct GSettingsViewTests {
         let connection = try await bus.connect()
         try await GSettingsBackendTests.set("/org/example/editor/greeting", .string("stored"), connection)
         try await GSettingsBackendTests.set("/org/example/profiles/p1/font", .string("Serif 11"), connection)
-        try await Self.waitForTheView(of: broker)
+        try await broker.waitForTheView()
         return (broker, connection, setup.environment(bus, viewOf: broker))
     }
 
-    /// The view's file of a directory (`d-` and the FNV-1a hash of its path).
+    /// The view's file of a directory.
     static func viewFile(_ broker: TestBroker, _ directory: String) -> String {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in directory.utf8 {
-            hash ^= UInt64(byte)
-            hash = hash &* 0x100_0000_01b3
-        }
-        return broker.viewFolder + "/d-" + String(format: "%016llx", hash)
+        broker.viewFolder + "/" + View1.fileName(of: directory)
     }
 
     /// With the broker stopped (SIGSTOP), an app reads the values the broker stored, from the view, at once: no
@@ -167,7 +148,7 @@ struct GSettingsViewTests {
             // The directory above written last: its file's serial is the newer.
             try await GSettingsBackendTests.set("/org/example/a/b/font", .string("Child 11"), connection)
             try await GSettingsBackendTests.set("/org/example/a/font", .string("Parent 10"), connection)
-            try await Self.waitForTheView(of: broker)
+            try await broker.waitForTheView()
             try await broker.pause()
             let app = try await TestProcess.run(
                 "/usr/bin/python3",

@@ -13,63 +13,24 @@ import Testing
 struct PublishedViewTests {
     typealias AdminFolder = AdministratorTests.AdminFolder
 
-    /// What the view holds of one directory.
-    struct DirectoryView: Equatable, CustomStringConvertible {
-        var serial: UInt64
-        var user: [String: DBusValue]
-        var administrator: [String: DBusValue]
-        var locks: [String]
-        var registered: [String: DBusValue] = [:]
-        var secret: [String] = []
-
-        var description: String {
-            "serial \(serial), user \(user), administrator \(administrator), locks \(locks), registered \(registered), "
-                + "secret \(secret)"
-        }
-
-        /// What a key reads: the user's value, else the administrator's default, else its schema's.
-        func effective(_ key: String) -> DBusValue? { user[key] ?? administrator[key] ?? registered[key] }
-    }
-
-    /// The file of `directory` in the view: `d-` and the 64-bit FNV-1a hash of the directory's path, in hex.
-    static func fileName(_ directory: String) -> String {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in directory.utf8 {
-            hash ^= UInt64(byte)
-            hash = hash &* 0x100_0000_01b3
-        }
-        return "d-" + String(format: "%016llx", hash)
-    }
-
     static func entries(_ value: DBusValue?) -> [String: DBusValue] {
-        guard case .dictionary(_, _, let entries)? = value else { return [:] }
-        var result: [String: DBusValue] = [:]
-        for entry in entries {
-            if case .string(let key) = entry.key, case .variant(let inner) = entry.value { result[key] = inner }
-        }
-        return result
+        value.flatMap(Settings1.ValueMap.init)?.dictionary ?? [:]
     }
 
     /// The view's file of `directory`, read as an app reads it; nil when there is none.
-    static func view(_ folder: URL, _ directory: String) throws -> DirectoryView? {
-        guard let data = FileManager.default.contents(atPath: folder.appendingPathComponent(fileName(directory)).path)
+    static func view(_ folder: URL, _ directory: String) throws -> View1.Directory? {
+        guard let data = FileManager.default.contents(atPath: folder.appendingPathComponent(View1.fileName(of: directory)).path)
         else { return nil }
         let message = try DBusMessage(marshalled: [UInt8](data))
-        #expect(message.interface?.rawValue == "io.github.settingsbus.View1" && message.member?.rawValue == "Directory")
-        guard message.signature.text == "tsa{sv}a{sv}asa{sv}as", case .uint64(let serial) = message.body[0],
-            case .string(let named) = message.body[1], case .array(_, let locks) = message.body[4],
-            case .array(_, let secret) = message.body[6]
-        else { throw PeerFailure("a view file of an unknown form: \(message.signature)") }
-        #expect(named == directory)
-        func strings(_ values: [DBusValue]) -> [String] { values.compactMap { if case .string(let text) = $0 { text } else { nil } } }
-        return DirectoryView(
-            serial: serial, user: entries(message.body[2]), administrator: entries(message.body[3]), locks: strings(locks),
-            registered: entries(message.body[5]), secret: strings(secret))
+        #expect(message.interface?.rawValue == "io.github.settingsbus.View1" && message.signature.text == "tsa{sv}a{sv}asa{sv}as")
+        guard let view = View1.Directory(message) else { throw PeerFailure("a view file of an unknown form: \(message.signature)") }
+        #expect(view.directory == directory)
+        return view
     }
 
     /// What the broker serves of the directory's own keys on the bus, secret keys left out.
     static func served(_ connection: DBusConnection, _ directory: String, secret: Set<String> = []) async throws
-        -> DirectoryView
+        -> View1.Directory
     {
         let layers = try await connection.settings("ReadTreeLayers", [.string(directory)])
         let locks = try await connection.settings("Locks", [.string(directory)])
@@ -81,9 +42,11 @@ struct PublishedViewTests {
         guard case .uint64(let serial)? = layers.last, case .array(_, let lockList)? = locks.first else {
             throw PeerFailure("unexpected answers: \(layers), \(locks)")
         }
-        return DirectoryView(
-            serial: serial, user: own(entries(layers.first)), administrator: own(entries(layers.dropFirst().first)),
-            locks: lockList.compactMap { if case .string(let lock) = $0 { lock } else { nil } })
+        var served = View1.Directory(serial: serial, directory: directory)
+        served.user = own(entries(layers.first))
+        served.administrator = own(entries(layers.dropFirst().first))
+        served.locks = lockList.compactMap { if case .string(let lock) = $0 { lock } else { nil } }
+        return served
     }
 
     /// Expects the view of each directory to hold what the broker serves (an empty directory: no file), at the
@@ -109,18 +72,8 @@ struct PublishedViewTests {
             // Every key of the directory reads from the view what the broker serves (ReadTree: the value in force).
             let tree = entries(try await connection.settings("ReadTree", [.string(directory)]).first)
             for (key, value) in tree where !secret.contains(key) && !key.dropFirst(directory.count).contains("/") {
-                #expect(view.effective(key) == value, "\(step): \(key) reads \(String(describing: view.effective(key))), served \(value)", sourceLocation: sourceLocation)
+                #expect(view.value(of: key) == value, "\(step): \(key) reads \(String(describing: view.value(of: key))), served \(value)", sourceLocation: sourceLocation)
             }
-        }
-    }
-
-    /// Waits (20 s at most) until the view says it is complete.
-    static func waitUntilComplete(_ folder: URL) async throws {
-        let complete = folder.appendingPathComponent("complete").path
-        let deadline = ContinuousClock.now + .seconds(20)
-        while !FileManager.default.fileExists(atPath: complete) {
-            guard ContinuousClock.now < deadline else { throw PeerFailure("the view was not complete within 20 s") }
-            await Task.yield()
         }
     }
 
@@ -132,7 +85,7 @@ struct PublishedViewTests {
         try await withTestBus { bus in
             var broker = try await TestBroker.start(on: bus, arguments: ["--admin-dir", admin.url.path])
             let folder = URL(fileURLWithPath: broker.viewFolder)
-            try await Self.waitUntilComplete(folder)
+            try await broker.waitForTheView()
             let connection = try await bus.connect()
             let (editor, other) = ("/org/example/editor/", "/org/example/other/")
             try await Self.expectViewMatches(folder, connection, [editor, other], "the administrator's layer at start")
@@ -186,10 +139,10 @@ struct PublishedViewTests {
 
             // A new broker writes the whole view again: a file of a directory that holds nothing is removed.
             await connection.close()
-            let stray = folder.appendingPathComponent(Self.fileName("/org/example/gone/"))
+            let stray = folder.appendingPathComponent(View1.fileName(of: "/org/example/gone/"))
             try Data("not a view".utf8).write(to: stray)
             broker = try await broker.restart().broker
-            try await Self.waitUntilComplete(folder)
+            try await broker.waitForTheView()
             #expect(!FileManager.default.fileExists(atPath: stray.path))
             let again = try await bus.connect()
             try await Self.expectViewMatches(folder, again, [editor, other, editor + "nested/"], secret: [editor + "token"], "after a restart")
@@ -205,8 +158,8 @@ struct PublishedViewTests {
         try await withTestBus { bus in
             let broker = try await TestBroker.start(on: bus)
             let folder = URL(fileURLWithPath: broker.viewFolder)
-            try await Self.waitUntilComplete(folder)
-            let blocked = folder.appendingPathComponent(Self.fileName("/org/example/blocked/"))
+            try await broker.waitForTheView()
+            let blocked = folder.appendingPathComponent(View1.fileName(of: "/org/example/blocked/"))
             try FileManager.default.createDirectory(at: blocked.appendingPathComponent("inside"), withIntermediateDirectories: true)
             let connection = try await bus.connect()
             _ = try await connection.settings("Set", [.string("/org/example/blocked/k"), .variant(.int32(1))])
@@ -227,13 +180,13 @@ struct PublishedViewTests {
         try await withTestBus { bus in
             let broker = try await TestBroker.start(on: bus)
             let folder = URL(fileURLWithPath: broker.viewFolder)
-            try await Self.waitUntilComplete(folder)
+            try await broker.waitForTheView()
             let connection = try await bus.connect()
             let large = "/org/example/large/"
             let keys = try (0..<4_100).map { try SettingPath(large + "k\($0)") }
             let apply = Settings1.ApplyRequest(sets: keys.map { ($0, DBusValue.int32(1)) }, resets: [])
             _ = try await connection.settings("Apply", apply.body)
-            let file = folder.appendingPathComponent(Self.fileName(large))
+            let file = folder.appendingPathComponent(View1.fileName(of: large))
             let message = try DBusMessage(marshalled: [UInt8](try Data(contentsOf: file)))
             #expect(message.member?.rawValue == "Unpublished" && message.body.count == 2, "\(message.signature)")
             // Reset below the bound: the whole directory is in the view again.

@@ -13,19 +13,6 @@ import Testing
 /// trusted go to the bus.
 @Suite(.timeLimit(.minutes(2)))
 struct ViewReadingTests {
-    struct NotComplete: Error, CustomStringConvertible {
-        var description: String { "the view was not complete within 20 s" }
-    }
-
-    /// Waits (20 s at most) until the broker's view is complete.
-    static func waitUntilComplete(_ folder: String) async throws {
-        let deadline = ContinuousClock.now + .seconds(20)
-        while !FileManager.default.fileExists(atPath: folder + "/complete") {
-            guard ContinuousClock.now < deadline else { throw NotComplete() }
-            await Task.yield()
-        }
-    }
-
     static func set(_ store: BusSettingsStore, _ values: [(SettingPath, DBusValue)]) async throws {
         var transaction = SettingsTransaction()
         for (key, value) in values { transaction.set(key, to: value) }
@@ -46,7 +33,7 @@ struct ViewReadingTests {
                 token: SettingSchema(defaultValue: .string(""), isSecret: true),
             ])
             try await Self.set(other, [(theme, .string("dark")), (size, .int32(3)), (token, .string("s3cret"))])
-            try await Self.waitUntilComplete(folder)
+            try await broker.waitForTheView()
 
             let store = BusSettingsStore(bus: .address(bus.address), timeout: .seconds(2), viewFolder: folder)
             let read = try await store.read([theme, size, font, unset])
@@ -85,7 +72,7 @@ struct ViewReadingTests {
             let theme = try SettingPath("/app/ui/theme")
             let other = BusSettingsStore(bus: .address(bus.address))
             try await Self.set(other, [(theme, .string("dark"))])
-            try await Self.waitUntilComplete(folder)
+            try await broker.waitForTheView()
             let file = folder + "/" + View1.fileName(of: "/app/ui/")
             let forged = DBusMessage.signal(
                 path: "/io/github/settingsbus/View1", interface: "io.github.settingsbus.View1", member: "Directory",
