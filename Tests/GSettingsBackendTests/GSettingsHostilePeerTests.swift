@@ -172,7 +172,7 @@ struct GSettingsHostilePeerTests {
                 "/usr/bin/python3", ["-c", Self.writeThenFollow], environment: setup.environment(bus))
             #expect(try await app.nextLine() == "ready 1")
             // The broker is stopped while the app writes, so that the peer's answer comes first.
-            #expect(kill(broker.pid, SIGSTOP) == 0)
+            try await broker.pause()
             app.write("go\n")
             let answered = try await rogue.nextLine()
             #expect(answered?.hasPrefix("answered ") == true, "\(answered ?? "nothing")")
@@ -376,7 +376,7 @@ struct GSettingsHostilePeerTests {
             let connection = try await bus.connect()
             try await GSettingsBackendTests.set("/org/example/editor/greeting", .string("stored"), connection)
             await connection.close()
-            #expect(kill(broker.pid, SIGSTOP) == 0)
+            try await broker.pause()
             let app = try RunningProcess.start(
                 "/usr/bin/python3", ["-c", Self.fourObjects], environment: setup.environment(bus))
             let made = try await app.nextLine()
