@@ -10,7 +10,8 @@
 //   gives for the directory's own keys, and `Locks`), the defaults of its keys' registered schemas, and the
 //   serial they hold at. A secret key is named, with no value (a reader asks the bus for it), and the user value
 //   of a key the administrator locked is left out (the broker does not serve it);
-// - each file is one D-Bus message in the wire format (a `Directory` signal of `io.github.settingsbus.View1`),
+// - each file is one D-Bus message in the wire format (a `Directory` signal of `io.github.settingsbus.View1`:
+//   its contract, shared with the clients, is `View1` in SettingsModel),
 //   so that every reader checks it with the D-Bus parser it already trusts (libdbus's, GLib's), which bounds
 //   every offset and length; its name is `d-` and the FNV-1a hash of the directory, in hex, and the directory
 //   is in it, so a reader checks that the file is the one it asked for;
