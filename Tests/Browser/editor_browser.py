@@ -117,6 +117,12 @@ def key(path):
     return q(f'#main [data-key="{path}"]')
 
 
+def in_directory(path):
+    """The selector of a key's block on its directory's page: a key page of the same key, still shown while the
+    next page loads after a change of the address's fragment alone, does not match it."""
+    return f'#main section.directory[data-dir="{path[:path.rindex("/") + 1]}"] [data-key="{path}"]'
+
+
 def wait_for(condition, what, timeout=10):
     try:
         # An element the page has just rendered again is looked up again on the next try.
@@ -211,7 +217,7 @@ try:
     click(q(".toggle", test_dir))
     editor_dir = wait_for(lambda: qs('#tree [data-dir="/test/editor/"]'), "/test/editor/ in the tree")[0]
     click(q("a", editor_dir))
-    wait_for(lambda: qs('#main [data-key="/test/editor/tab-width"]'), "the keys of /test/editor/")
+    wait_for(lambda: qs(in_directory("/test/editor/tab-width")), "the keys of /test/editor/")
     ok("the tree opens lazily with key counts, and a directory shows its keys")
 
     # ---- Editors by type, each labelled with its key ----
@@ -328,7 +334,7 @@ try:
 
     # ---- Search over names, summaries and descriptions, as you type ----
     driver.get(f"http://127.0.0.1:{PORT}/#/test/editor/")
-    wait_for(lambda: qs('#main [data-key="/test/editor/tab-width"]'), "the directory")
+    wait_for(lambda: qs(in_directory("/test/editor/tab-width")), "the directory")
     search = q("#search")
     search.send_keys("columns")
     wait_for(lambda: [e.get_attribute("data-key") for e in qs("#main .result")] == ["/test/editor/tab-width"],
@@ -358,7 +364,7 @@ try:
 
     # ---- Reset of a key, then History with Undo ----
     driver.get(f"http://127.0.0.1:{PORT}/#/test/editor/")
-    wait_for(lambda: qs('#main [data-key="/test/editor/tab-width"]'), "the directory")
+    wait_for(lambda: qs(in_directory("/test/editor/tab-width")), "the directory")
     click(button(key("/test/editor/tab-width"), "Reset"))
     apply_pending()
     wait_for(lambda: q("#pending").get_attribute("hidden") is not None, "Apply to finish")
@@ -377,7 +383,7 @@ try:
 
     # ---- Reset of a directory ----
     driver.get(f"http://127.0.0.1:{PORT}/#/test/other/")
-    wait_for(lambda: qs('#main [data-key="/test/other/count"]'), "the directory /test/other/")
+    wait_for(lambda: qs(in_directory("/test/other/count")), "the directory /test/other/")
     click(button(q('#main section[data-dir="/test/other/"]'), "Reset"))
     wait_for(lambda: "reset /test/other/" in q("#pending-list").text, "the pending reset")
     apply_pending()
@@ -387,7 +393,7 @@ try:
 
     # ---- Export in settingsctl dump's format ----
     driver.get(f"http://127.0.0.1:{PORT}/#/test/editor/")
-    wait_for(lambda: qs('#main [data-key="/test/editor/tab-width"]'), "the directory")
+    wait_for(lambda: qs(in_directory("/test/editor/tab-width")), "the directory")
     click(button(q('#main section[data-dir="/test/editor/"]'), "Export"))
     exported = wait_for(lambda: qs("#export"), "the export")[0]
     dump = subprocess.run([SETTINGSCTL, "dump", "--bus", BUS, DIR], capture_output=True, text=True).stdout
@@ -396,7 +402,7 @@ try:
 
     # ---- Keyboard alone ----
     driver.get(f"http://127.0.0.1:{PORT}/#/test/editor/")
-    wait_for(lambda: qs('#main [data-key="/test/editor/show-tabs"]'), "the directory")
+    wait_for(lambda: qs(in_directory("/test/editor/show-tabs")), "the directory")
     q("body").send_keys("/")
     expect(driver.switch_to.active_element.get_attribute("id") == "search", "/ focuses the search")
     switch = q('input[role="switch"]', key("/test/editor/show-tabs"))
@@ -416,9 +422,10 @@ try:
     # ---- 400 px wide ----
     driver.set_window_size(400, 900)
     width = driver.execute_script("return window.innerWidth")
-    for address in ["/#/test/editor/", "/#/test/editor/tab-width"]:
+    for address, shown in [("/#/test/editor/", in_directory("/test/editor/tab-width")),
+                           ("/#/test/editor/tab-width", '#main section.key-page[data-key="/test/editor/tab-width"]')]:
         driver.get(f"http://127.0.0.1:{PORT}{address}")
-        wait_for(lambda: qs('#main [data-key]'), "the page at 400 px")
+        wait_for(lambda: qs(shown), "the page at 400 px")
         overflow = driver.execute_script("return document.documentElement.scrollWidth")
         expect(overflow <= width, f"{address} fits {width} px: {overflow} px wide")
     ok("fine at 400 px wide: nothing wider than the window")
@@ -426,7 +433,7 @@ try:
     # ---- The screenshot ----
     driver.set_window_size(1100, 760)
     driver.get(f"http://127.0.0.1:{PORT}/#/test/editor/")
-    wait_for(lambda: qs('#main [data-key="/test/editor/tab-width"]'), "the directory")
+    wait_for(lambda: qs(in_directory("/test/editor/tab-width")), "the directory")
     size = q('input[type="number"]', key("/test/editor/font-size"))
     size.clear()
     size.send_keys("13")
