@@ -79,7 +79,10 @@ typedef struct {
     // pending, owner and owner_serial.
     GMutex lock;
     GCond idle;
-    GDBusConnection *bus; // NULL when the session bus cannot be reached
+    GDBusConnection *bus; // NULL until the module's thread has connected it, and when it cannot be reached
+    gboolean connecting; // the module's thread is connecting to the session bus (connect_in_context)
+    gchar *bus_guid; // the GUID in the session bus's address, which names it before it is connected (NULL: none)
+    gchar *bus_socket; // else the identity of its socket file, "device:inode" (NULL: none)
     GHashTable *values; // key -> GVariant (as stored: D-Bus types), the user's value; a key without one is absent
     GHashTable *administrator; // key -> GVariant (as stored): the administrator's default, read with its directory
     GHashTable *confirmed; // key -> Confirmed: the broker's value of a key, with the serial it was known at
@@ -195,6 +198,15 @@ static void say_unanswering(void) {
     if (!g_atomic_int_compare_and_exchange(&said, 0, 1)) return;
     g_warning("settingsbus: the settings broker does not answer within %d s: settings read what this app knew, "
               "else their defaults, and are not written, until it answers",
+              BROKER_WAIT_MS / 1000);
+}
+
+// Says, once for the process, that the session bus itself did not let the module connect within BROKER_WAIT_MS.
+static void say_bus_unanswering(void) {
+    static gint said = 0;
+    if (!g_atomic_int_compare_and_exchange(&said, 0, 1)) return;
+    g_warning("settingsbus: the session bus does not answer within %d s: settings the view does not hold read "
+              "their defaults until it does",
               BROKER_WAIT_MS / 1000);
 }
 
@@ -353,12 +365,29 @@ static guint32 send_call_locked(SettingsBusBackend *self, const gchar *method, G
     guint32 serial = 0;
     g_free(call->to);
     call->to = g_strdup(self->owner);
-    if (g_dbus_connection_send_message(self->bus, message, G_DBUS_SEND_MESSAGE_FLAGS_NONE, &serial, NULL))
+    if (self->bus && g_dbus_connection_send_message(self->bus, message, G_DBUS_SEND_MESSAGE_FLAGS_NONE, &serial, NULL))
         g_hash_table_insert(self->calls, GUINT_TO_POINTER(serial), call);
     else
         serial = 0;
     g_object_unref(message);
     return serial;
+}
+
+// Waits while the module's thread connects to the session bus, up to BROKER_WAIT_MS (a bus daemon that does not
+// answer); returns whether the bus is connected. Lock held.
+static gboolean wait_connected_locked(SettingsBusBackend *self) {
+    gint64 deadline = g_get_monotonic_time() + (gint64) BROKER_WAIT_MS * 1000;
+    while (self->connecting)
+        if (!g_cond_wait_until(&self->idle, &self->lock, deadline)) break;
+    return self->bus != NULL;
+}
+
+// Whether the session bus is connected, once the module's thread is done connecting (wait_connected_locked).
+static gboolean bus_ready(SettingsBusBackend *self) {
+    g_mutex_lock(&self->lock);
+    gboolean ready = wait_connected_locked(self);
+    g_mutex_unlock(&self->lock);
+    return ready;
 }
 
 // Calls a method of the broker and waits for its reply, of type `reply_type` (NULL, with `error` set, when it
@@ -367,6 +396,7 @@ static GVariant *call_broker(SettingsBusBackend *self, const gchar *method, GVar
                              const gchar *reply_type, GError **error) {
     BrokerCall call = {CALL_WAITED, NULL, NULL, FALSE, NULL, 0, FALSE};
     g_mutex_lock(&self->lock);
+    wait_connected_locked(self);
     if (self->unanswering) {
         g_mutex_unlock(&self->lock);
         g_variant_unref(g_variant_ref_sink(arguments));
@@ -620,15 +650,19 @@ static gboolean read_view(SettingsBusBackend *self, const gchar *directory, GVar
     if (!self->view) return FALSE;
     gboolean missing = FALSE;
     GBytes *complete = read_view_file(self->view, "complete", &missing);
-    GDBusMessage *marker = complete ? view_message(complete, "Complete", "(tss)") : NULL;
+    GDBusMessage *marker = complete ? view_message(complete, "Complete", "(tsss)") : NULL;
     if (complete) g_bytes_unref(complete);
     if (!marker) return FALSE;
     guint64 complete_serial = 0;
-    const gchar *bus = NULL;
+    const gchar *bus = NULL, *socket = NULL;
     g_variant_get_child(g_dbus_message_get_body(marker), 0, "t", &complete_serial);
     g_variant_get_child(g_dbus_message_get_body(marker), 2, "&s", &bus);
-    // The view of the broker on this app's bus only.
-    gboolean same_bus = g_strcmp0(bus, g_dbus_connection_get_guid(self->bus)) == 0;
+    g_variant_get_child(g_dbus_message_get_body(marker), 3, "&s", &socket);
+    // The view of the broker on this app's bus only: named by its GUID once connected, and before that by the GUID
+    // in its address, else by its socket file.
+    gboolean same_bus = self->bus ? g_strcmp0(bus, g_dbus_connection_get_guid(self->bus)) == 0
+                        : self->bus_guid ? g_strcmp0(bus, self->bus_guid) == 0
+                                         : self->bus_socket && socket[0] && g_strcmp0(socket, self->bus_socket) == 0;
     g_object_unref(marker);
     if (!same_bus) return FALSE;
     gchar *name = view_file_name(directory);
@@ -686,8 +720,35 @@ static gboolean load_from_view_locked(SettingsBusBackend *self, const gchar *dir
 // broker does not answer); a read answered later is taken then, and what it changes is announced. Not called with
 // the lock held.
 static void load_directory(SettingsBusBackend *self, const gchar *directory, gboolean subscribing) {
-    if (!self->bus) return;
     g_mutex_lock(&self->lock);
+    if (self->connecting) {
+        // The module's thread is connecting to the bus: the directory is left for it to watch and read once it has
+        // (connect_in_context), and its first read is taken from the view, with no wait, when the view serves it.
+        DirectoryWatch *early = g_hash_table_lookup(self->directories, directory);
+        if (!early) {
+            early = g_new0(DirectoryWatch, 1);
+            g_hash_table_insert(self->directories, g_strdup(directory), early);
+        }
+        if (subscribing) early->users++;
+        subscribing = FALSE;
+        if (early->loaded || load_from_view_locked(self, directory, early)) {
+            early->announce = TRUE;
+            g_mutex_unlock(&self->lock);
+            return;
+        }
+        if (!wait_connected_locked(self)) {
+            // Its read, sent once the bus is connected, is taken when it comes, and announced.
+            early->announce = TRUE;
+            gboolean still = self->connecting;
+            g_mutex_unlock(&self->lock);
+            if (still) say_bus_unanswering();
+            return;
+        }
+    }
+    if (!self->bus) {
+        g_mutex_unlock(&self->lock);
+        return;
+    }
     DirectoryWatch *watch = g_hash_table_lookup(self->directories, directory);
     if (!watch) {
         g_mutex_unlock(&self->lock);
@@ -806,7 +867,7 @@ static GVariant *settings_bus_backend_read_user_value(GSettingsBackend *backend,
                                                       const GVariantType *expected_type) {
     SettingsBusBackend *self = SETTINGS_BUS_BACKEND(backend);
     GVariant *value = read_layer(self, key, expected_type, READ_USER);
-    return value || !self->bus ? value : held_user_value(self, key, expected_type);
+    return value || !bus_ready(self) ? value : held_user_value(self, key, expected_type);
 }
 
 static void settings_bus_backend_subscribe(GSettingsBackend *backend, const gchar *name) {
@@ -837,7 +898,8 @@ static void settings_bus_backend_unsubscribe(GSettingsBackend *backend, const gc
     g_mutex_lock(&self->lock);
     DirectoryWatch *watch = g_hash_table_lookup(self->directories, directory);
     if (watch && watch->users > 0 && --watch->users == 0) {
-        g_dbus_connection_signal_unsubscribe(self->bus, watch->subscription);
+        // (A directory watched while the bus was being connected has no subscription until it is.)
+        if (watch->subscription) g_dbus_connection_signal_unsubscribe(self->bus, watch->subscription);
         g_hash_table_remove(self->directories, directory);
         forget_directory_locked(self, directory);
     }
@@ -1188,7 +1250,7 @@ static gint known_writability_locked(SettingsBusBackend *self, const gchar *key)
 
 static gboolean settings_bus_backend_get_writable(GSettingsBackend *backend, const gchar *key) {
     SettingsBusBackend *self = SETTINGS_BUS_BACKEND(backend);
-    if (!self->bus) return FALSE;
+    if (!bus_ready(self)) return FALSE;
     g_mutex_lock(&self->lock);
     gint known = known_writability_locked(self, key);
     g_mutex_unlock(&self->lock);
@@ -1522,8 +1584,8 @@ static gboolean settings_bus_backend_write(GSettingsBackend *backend, const gcha
     SettingsBusBackend *self = SETTINGS_BUS_BACKEND(backend);
     // Its directory is read first (a GSettings object has read it already): its lock list says whether the key
     // is locked, even in a process that never asked.
-    if (self->bus) load_directory_of(self, key);
-    if (!self->bus || is_locked(self, key) || unanswering(self)) {
+    load_directory_of(self, key);
+    if (!bus_ready(self) || is_locked(self, key) || unanswering(self)) {
         g_variant_ref_sink(value);
         g_variant_unref(value);
         return FALSE;
@@ -1580,7 +1642,7 @@ static gboolean load_tree_key(gpointer key, gpointer value, gpointer data) {
 static gboolean settings_bus_backend_write_tree(GSettingsBackend *backend, GTree *tree, gpointer origin_tag) {
     SettingsBusBackend *self = SETTINGS_BUS_BACKEND(backend);
     TreeWrite write = {self, NULL, NULL, NULL, FALSE};
-    if (!self->bus) return FALSE;
+    if (!bus_ready(self)) return FALSE;
     // The directories first, with their lock lists (as for one write).
     g_tree_foreach(tree, load_tree_key, self);
     g_tree_foreach(tree, check_tree_key, &write);
@@ -1613,7 +1675,7 @@ static void note_unstored(SettingsBusBackend *self) {
 
 static void settings_bus_backend_reset(GSettingsBackend *backend, const gchar *key, gpointer origin_tag) {
     SettingsBusBackend *self = SETTINGS_BUS_BACKEND(backend);
-    if (!self->bus) return;
+    if (!bus_ready(self)) return;
     if (is_locked(self, key)) {
         note_unstored(self);
         return;
@@ -1655,7 +1717,7 @@ static gboolean reads_outstanding_locked(SettingsBusBackend *self) {
 // the program with status 1 and a line that says so (the broker's refusal itself is logged when it comes).
 static void settings_bus_backend_sync(GSettingsBackend *backend) {
     SettingsBusBackend *self = SETTINGS_BUS_BACKEND(backend);
-    if (self->bus) g_dbus_connection_flush_sync(self->bus, NULL, NULL);
+    if (bus_ready(self)) g_dbus_connection_flush_sync(self->bus, NULL, NULL);
     g_mutex_lock(&self->lock);
     gint64 deadline = wait_deadline_locked(self);
     gboolean news = FALSE;
@@ -1694,6 +1756,9 @@ static void settings_bus_backend_finalize(GObject *object) {
         g_clear_pointer(&self->reply_timer, g_source_unref);
     }
     g_mutex_unlock(&self->lock);
+    // The module's thread ends first: it has connected the bus by then, and runs nothing of the backend's again.
+    g_main_context_invoke(self->context, quit_loop, self->loop);
+    g_thread_join(self->signal_thread);
     if (self->filter_target) {
         g_dbus_connection_remove_filter(self->bus, self->filter);
         g_mutex_lock(&self->filter_target->lock);
@@ -1706,14 +1771,13 @@ static void settings_bus_backend_finalize(GObject *object) {
         gpointer directory, watch;
         g_hash_table_iter_init(&iter, self->directories);
         while (g_hash_table_iter_next(&iter, &directory, &watch))
-            g_dbus_connection_signal_unsubscribe(self->bus, ((DirectoryWatch *) watch)->subscription);
+            if (((DirectoryWatch *) watch)->subscription)
+                g_dbus_connection_signal_unsubscribe(self->bus, ((DirectoryWatch *) watch)->subscription);
         if (self->description_subscription)
             g_dbus_connection_signal_unsubscribe(self->bus, self->description_subscription);
         call_bus_daemon(self, "RemoveMatch", g_variant_new("(s)", OWNER_RULE), NULL);
         g_object_unref(self->bus);
     }
-    g_main_context_invoke(self->context, quit_loop, self->loop);
-    g_thread_join(self->signal_thread);
     g_main_loop_unref(self->loop);
     g_main_context_unref(self->context);
     g_hash_table_unref(self->values);
@@ -1737,6 +1801,8 @@ static void settings_bus_backend_finalize(GObject *object) {
     g_hash_table_unref(self->calls);
     g_free(self->owner);
     g_free(self->view);
+    g_free(self->bus_guid);
+    g_free(self->bus_socket);
     g_mutex_clear(&self->lock);
     g_cond_clear(&self->idle);
     G_OBJECT_CLASS(settings_bus_backend_parent_class)->finalize(object);
@@ -1751,13 +1817,104 @@ static void call_bus_daemon(SettingsBusBackend *self, const gchar *method, GVari
     g_object_unref(message);
 }
 
-static gboolean subscribe_descriptions(gpointer data) {
+// What names the app's session bus before it is connected, from its address as GLib finds it
+// ($DBUS_SESSION_BUS_ADDRESS, else $XDG_RUNTIME_DIR/bus): the address's GUID, else the identity of its socket file,
+// "device:inode" (a `unix:path=` address, as a systemd user bus has). Neither for an address GLib may reach another
+// way (several addresses, another transport): the view then waits for the bus's own GUID.
+static void find_bus_names(gchar **guid, gchar **socket) {
+    const gchar *address = g_getenv("DBUS_SESSION_BUS_ADDRESS");
+    const gchar *runtime = g_getenv("XDG_RUNTIME_DIR");
+    gchar *path = NULL;
+    if (address && address[0]) {
+        if (strchr(address, ';') || !g_str_has_prefix(address, "unix:")) return;
+        gchar **pairs = g_strsplit(address + strlen("unix:"), ",", -1);
+        for (gchar **pair = pairs; *pair; pair++) {
+            if (g_str_has_prefix(*pair, "guid=") && !*guid)
+                *guid = g_uri_unescape_string(*pair + strlen("guid="), NULL);
+            else if (g_str_has_prefix(*pair, "path=") && !path)
+                path = g_uri_unescape_string(*pair + strlen("path="), NULL);
+        }
+        g_strfreev(pairs);
+    } else if (runtime && runtime[0] == '/') {
+        path = g_build_filename(runtime, "bus", NULL);
+    }
+    struct stat status;
+    if (!*guid && path && path[0] == '/' && stat(path, &status) == 0 && S_ISSOCK(status.st_mode))
+        *socket = g_strdup_printf("%" G_GUINT64_FORMAT ":%" G_GUINT64_FORMAT, (guint64) status.st_dev,
+                                  (guint64) status.st_ino);
+    g_free(path);
+}
+
+// Connects to the session bus, on the module's thread, so that no thread of the app waits for it before its first
+// reads (they come from the view). Then it takes the connection's answers and signals (the filter), follows the
+// owner of the broker's name, and watches and reads from the broker each directory read meanwhile: a read taken
+// from the view is followed by the broker's, which catches any change since; one that waits for the bus
+// (wait_connected_locked) is answered by it.
+static gboolean connect_in_context(gpointer data) {
     SettingsBusBackend *self = data;
-    guint subscription = g_dbus_connection_signal_subscribe(
-        self->bus, SETTINGS_BUS_NAME, SETTINGS_INTERFACE, "DescriptionChanged", SETTINGS_OBJECT_PATH, NULL,
+    GError *error = NULL;
+    GDBusConnection *bus = g_bus_get_sync(G_BUS_TYPE_SESSION, NULL, &error);
+    if (!bus) {
+        g_warning("settingsbus: cannot reach the session bus; settings are not stored: %s", error->message);
+        g_error_free(error);
+        g_mutex_lock(&self->lock);
+        self->connecting = FALSE;
+        g_cond_broadcast(&self->idle);
+        g_mutex_unlock(&self->lock);
+        return G_SOURCE_REMOVE;
+    }
+    // In this thread's context, as every subscription of the module.
+    guint descriptions = g_dbus_connection_signal_subscribe(
+        bus, SETTINGS_BUS_NAME, SETTINGS_INTERFACE, "DescriptionChanged", SETTINGS_OBJECT_PATH, NULL,
         G_DBUS_SIGNAL_FLAGS_NONE, on_description_changed, self, NULL);
+    FilterTarget *target = g_new0(FilterTarget, 1);
+    g_mutex_init(&target->lock);
+    target->backend = self;
+    target->references = 2; // the filter's and the backend's
+    guint filter = g_dbus_connection_add_filter(bus, filter_changed, target, filter_target_release);
     g_mutex_lock(&self->lock);
-    self->description_subscription = subscription;
+    self->bus = bus;
+    self->description_subscription = descriptions;
+    self->filter_target = target;
+    self->filter = filter;
+    // The owner of the broker's name, followed in the order of the bus before any call is sent: the rule for its
+    // changes first, then what it is now. Neither waits for an answer: the filter takes GetNameOwner's.
+    call_bus_daemon(self, "AddMatch", g_variant_new("(s)", OWNER_RULE), NULL);
+    call_bus_daemon(self, "GetNameOwner", g_variant_new("(s)", SETTINGS_BUS_NAME), &self->owner_serial);
+    // The directories read meanwhile: each is watched (a match rule: outside the lock), then read from the broker.
+    while (TRUE) {
+        GPtrArray *unwatched = g_ptr_array_new_with_free_func(g_free);
+        GHashTableIter iter;
+        gpointer directory, watch;
+        g_hash_table_iter_init(&iter, self->directories);
+        while (g_hash_table_iter_next(&iter, &directory, &watch))
+            if (((DirectoryWatch *) watch)->subscription == 0) g_ptr_array_add(unwatched, g_strdup(directory));
+        if (unwatched->len == 0) {
+            g_ptr_array_unref(unwatched);
+            break;
+        }
+        g_mutex_unlock(&self->lock);
+        guint *subscriptions = g_new0(guint, unwatched->len);
+        for (guint index = 0; index < unwatched->len; index++)
+            subscriptions[index] = g_dbus_connection_signal_subscribe(
+                bus, SETTINGS_BUS_NAME, SETTINGS_INTERFACE, "Changed", SETTINGS_OBJECT_PATH, unwatched->pdata[index],
+                G_DBUS_SIGNAL_FLAGS_MATCH_ARG0_PATH, on_changed, self, NULL);
+        g_mutex_lock(&self->lock);
+        for (guint index = 0; index < unwatched->len; index++) {
+            DirectoryWatch *still = g_hash_table_lookup(self->directories, unwatched->pdata[index]);
+            if (still && still->subscription == 0) {
+                still->subscription = subscriptions[index];
+                if (!still->reading && !still->reading_locks) read_watch_locked(self, unwatched->pdata[index], still);
+            } else {
+                // Let go meanwhile.
+                g_dbus_connection_signal_unsubscribe(bus, subscriptions[index]);
+            }
+        }
+        g_free(subscriptions);
+        g_ptr_array_unref(unwatched);
+    }
+    self->connecting = FALSE;
+    g_cond_broadcast(&self->idle);
     g_mutex_unlock(&self->lock);
     return G_SOURCE_REMOVE;
 }
@@ -1775,28 +1932,17 @@ static void settings_bus_backend_init(SettingsBusBackend *self) {
     self->calls = g_hash_table_new(g_direct_hash, g_direct_equal);
     self->context = g_main_context_new();
     self->loop = g_main_loop_new(self->context, FALSE);
-    self->signal_thread = g_thread_new("settingsbus-signals", run_signal_thread, self);
     self->view = view_folder();
-    GError *error = NULL;
-    self->bus = g_bus_get_sync(G_BUS_TYPE_SESSION, NULL, &error);
-    if (!self->bus) {
-        g_warning("settingsbus: cannot reach the session bus; settings are not stored: %s", error->message);
-        g_error_free(error);
-        return;
-    }
-    g_main_context_invoke(self->context, subscribe_descriptions, self);
-    FilterTarget *target = g_new0(FilterTarget, 1);
-    g_mutex_init(&target->lock);
-    target->backend = self;
-    target->references = 2; // the filter's and the backend's
-    self->filter_target = target;
-    self->filter = g_dbus_connection_add_filter(self->bus, filter_changed, target, filter_target_release);
-    // The owner of the broker's name, followed in the order of the bus before any call is sent: the rule for its
-    // changes first, then what it is now. Neither waits for an answer: the filter takes GetNameOwner's.
-    call_bus_daemon(self, "AddMatch", g_variant_new("(s)", OWNER_RULE), NULL);
-    g_mutex_lock(&self->lock);
-    call_bus_daemon(self, "GetNameOwner", g_variant_new("(s)", SETTINGS_BUS_NAME), &self->owner_serial);
-    g_mutex_unlock(&self->lock);
+    find_bus_names(&self->bus_guid, &self->bus_socket);
+    self->connecting = TRUE;
+    // Run by the module's thread (g_main_context_invoke would run it here, the context not being owned yet), at
+    // the priority of the calls invoked there after it.
+    GSource *connect = g_idle_source_new();
+    g_source_set_priority(connect, G_PRIORITY_DEFAULT);
+    g_source_set_callback(connect, connect_in_context, self, NULL);
+    g_source_attach(connect, self->context);
+    g_source_unref(connect);
+    self->signal_thread = g_thread_new("settingsbus-signals", run_signal_thread, self);
 }
 
 static void settings_bus_backend_class_init(SettingsBusBackendClass *class) {

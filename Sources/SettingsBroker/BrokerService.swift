@@ -293,7 +293,8 @@ public final class BrokerService: Sendable {
                 BrokerPart(
                     "view",
                     start: { [logger] in
-                        if let view { Self.writeWholeView(view, of: store, busID: connection.serverID ?? "", logger) }
+                        if let view { Self.writeWholeView(
+                                view, of: store, bus: (connection.serverID ?? "", connection.serverSocket ?? ""), logger) }
                     }),
                 // Last: a sandboxed app that finds this name finds the broker serving; the first reply on the main
                 // name waits for none of this. On a connection of its own, which never broadcasts
@@ -362,10 +363,12 @@ public final class BrokerService: Sendable {
     }
 
     /// Writes the whole view again on a queue of its own, then marks it complete.
-    static func writeWholeView(_ view: PublishedView, of store: DurableStore, busID: String, _ logger: Logger) {
+    static func writeWholeView(
+        _ view: PublishedView, of store: DurableStore, bus: (id: String, socket: String), _ logger: Logger
+    ) {
         DispatchQueue(label: "settings-view").async {
             let start = ContinuousClock.now
-            view.publishAll(from: store, busID: busID)
+            view.publishAll(from: store, bus: bus)
             logger.debug(
                 "the view of the settings is written",
                 metadata: ["folder": "\(view.folder)", "duration": "\(ContinuousClock.now - start)"])

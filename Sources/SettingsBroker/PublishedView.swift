@@ -96,8 +96,8 @@ final class PublishedView: Sendable {
 
     /// Writes every directory's file again, in pieces of 64 directories (other commits go on between them),
     /// removes the files of directories that hold nothing now, then writes `complete`, which names the bus the
-    /// broker serves by its GUID (`busID`): an app on another bus does not read this view.
-    func publishAll(from store: DurableStore, busID: String) {
+    /// broker serves by its GUID and its socket file (`bus`): an app on another bus does not read this view.
+    func publishAll(from store: DurableStore, bus: (id: String, socket: String)) {
         let directories = store.directoriesForView()
         let names = Set(directories.map { View1.fileName(of: $0.rawValue) })
         var start = directories.startIndex
@@ -119,7 +119,8 @@ final class PublishedView: Sendable {
                 unlink(path)
             }
             guard !failed else { return }
-            let complete = View1.Complete(serial: store.serial, store: store.persistence.path, bus: busID)
+            let complete = View1.Complete(
+                serial: store.serial, store: store.persistence.path, bus: bus.id, socket: bus.socket)
             if !writeFile(named: "complete", complete.message) { fail(&failed, "complete") }
         }
     }

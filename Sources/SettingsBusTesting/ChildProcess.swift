@@ -99,6 +99,22 @@ public final class ChildProcess: Sendable {
     public func signal(_ number: Int32) {
         kill(pid, number)
     }
+
+    /// Stops the process with SIGSTOP and waits (10 s at most) until it is stopped (`T` in `/proc/PID/stat`): a
+    /// signal takes effect when the process next runs, which on a loaded machine may come after the test's next
+    /// call has reached it. Resume it with `SIGCONT`.
+    ///
+    /// - Throws: ``TestProcess/Failure`` when it is not stopped within 10 s.
+    public func pause() async throws {
+        signal(SIGSTOP)
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
+            if let close = stat.lastIndex(of: ")"), stat[close...].dropFirst(2).first == "T" { return }
+            try await Task.sleep(for: .milliseconds(1))
+        }
+        throw TestProcess.Failure(description: "process \(pid) did not stop within 10 s of SIGSTOP")
+    }
 }
 
 /// A child process with pipes to its standard input, output and error (the parent's ends).

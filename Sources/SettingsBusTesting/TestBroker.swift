@@ -47,18 +47,10 @@ public final class TestBroker: Sendable {
     /// The log file (the broker's standard error).
     public var logFile: URL { directory.appendingPathComponent("broker.log") }
 
-    /// Stops the broker's process with SIGSTOP and waits (10 s at most) until it is stopped (`T` in
-    /// `/proc/PID/stat`): a signal takes effect when the process next runs, which on a loaded machine may come
-    /// after the test's next call has reached it. Resume it with `SIGCONT`.
+    /// Stops the broker's process with SIGSTOP and waits until it is stopped (``ChildProcess/pause()``).
+    /// Resume it with `SIGCONT`.
     public func pause() async throws {
-        process.signal(SIGSTOP)
-        let deadline = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < deadline {
-            let stat = (try? String(contentsOfFile: "/proc/\(process.pid)/stat", encoding: .utf8)) ?? ""
-            if let close = stat.lastIndex(of: ")"), stat[close...].dropFirst(2).first == "T" { return }
-            await Task.yield()
-        }
-        throw TestProcess.Failure(description: "settings-broker did not stop within 10 s of SIGSTOP")
+        try await process.pause()
     }
 
     /// Waits (20 s at most) until the broker's view is complete (its `complete` file is there).
@@ -69,7 +61,7 @@ public final class TestBroker: Sendable {
             guard ContinuousClock.now < deadline else {
                 throw TestProcess.Failure(description: "the view in \(viewFolder) was not complete within 20 s")
             }
-            await Task.yield()
+            try await Task.sleep(for: .milliseconds(1))
         }
     }
 

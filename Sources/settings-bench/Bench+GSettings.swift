@@ -93,6 +93,7 @@ extension Bench {
             }
             kill(pid, SIGCONT)
         }
+        try await measurePythonApps(setup, backends: backends, into: &run)
 
         progress("GSettings: memory of an app that reads a schema, with each backend")
         for backend in ["memory"] + backends {
@@ -121,12 +122,20 @@ extension Bench {
         try FileManager.default.createDirectory(at: schemas, withIntermediateDirectories: true)
         try FileManager.default.createSymbolicLink(
             atPath: modules.appendingPathComponent("libsettingsbus-gio.so").path, withDestinationPath: module)
+        let appSchemas = (0..<Self.pythonAppSchemas).map { index in
+            """
+              <schema id="\(Self.gsettingsSchema).App\(index)" path="\(Self.gsettingsPath)app\(index)/">
+            \((0..<Self.pythonAppKeys).map { "    <key name=\"key\($0)\" type=\"s\"><default>''</default></key>" }.joined(separator: "\n"))
+              </schema>
+            """
+        }
         let schema = """
             <schemalist>
               <schema id="\(Self.gsettingsSchema)" path="\(Self.gsettingsPath)">
                 <key name="read" type="s"><default>''</default></key>
                 <key name="delivery" type="s"><default>''</default></key>
               </schema>
+            \(appSchemas.joined(separator: "\n"))
             </schemalist>
             """
         try schema.write(
@@ -175,6 +184,75 @@ extension Bench {
             throw BenchFailure("gsettings get (\(backend)) failed: \(result.stdout) \(result.stderr)")
         }
         return (elapsed, stored)
+    }
+
+    /// The python3-gi app: `Gio.Settings.new` of this many schemas, and a read of each of their keys.
+    static let pythonAppSchemas = 5
+    static let pythonAppKeys = 10
+    static let pythonApps = 10
+
+    /// An app of python3-gi, timed from its start to the line it prints after its last read.
+    static var pythonApp: String {
+        """
+        import gi
+        gi.require_version('Gio', '2.0')
+        from gi.repository import Gio
+        objects = [Gio.Settings.new('\(gsettingsSchema).App%d' % i) for i in range(\(pythonAppSchemas))]
+        values = [o.get_string('key%d' % k) for o in objects for k in range(\(pythonAppKeys))]
+        print(len(values), values[0], flush=True)
+        """
+    }
+
+    /// A python3-gi app that makes 5 GSettings objects and reads 50 keys, with each backend taking turns, then
+    /// with the broker stopped: start to the last read. Half the keys hold a stored value, in both stores.
+    private func measurePythonApps(_ setup: GSettingsSetup, backends: [String], into run: inout GSettingsRun) async throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") else {
+            run.pythonMissing = "/usr/bin/python3 is missing (apt-get install -y python3-gi)"
+            return
+        }
+        progress("GSettings: a python3-gi app, 5 schemas and 50 reads (\(Self.pythonApps) with each backend, then with the broker stopped)")
+        var stored: [(String, String)] = []
+        for schema in 0..<Self.pythonAppSchemas {
+            for key in stride(from: 0, to: Self.pythonAppKeys, by: 2) {
+                stored.append(("\(Self.gsettingsPath)app\(schema)/key\(key)", "stored \(schema).\(key)"))
+            }
+        }
+        for (path, value) in stored {
+            try await settings.set(SettingKey(try SettingPath(path), default: ""), to: value)
+        }
+        if backends.contains("dconf") { try await dconfChange(stored) }
+        try await waitForTheView()
+        for _ in 0..<Self.pythonApps {
+            for backend in backends {
+                guard let elapsed = try await pythonAppRun(setup, backend: backend, into: &run) else { return }
+                run.pythonApp[backend, default: Samples()].append(elapsed)
+            }
+        }
+        guard let pid = broker.pid, kill(pid, SIGSTOP) == 0 else { return }
+        defer { kill(pid, SIGCONT) }
+        for _ in 0..<Self.pythonApps {
+            guard let elapsed = try await pythonAppRun(setup, backend: "settingsbus", into: &run) else { return }
+            run.pythonAppStopped.append(elapsed)
+        }
+    }
+
+    /// One python3-gi app's start to the line after its last read (ns); nil when it did not read the stored values
+    /// (why is in `run.pythonMissing`).
+    private func pythonAppRun(_ setup: GSettingsSetup, backend: String, into run: inout GSettingsRun) async throws -> Double? {
+        let start = monotonicNanoseconds()
+        let app = try RunningProcess.start(
+            "/usr/bin/python3", ["-c", Self.pythonApp], environment: gsettingsEnvironment(setup, backend: backend))
+        let line = try await app.nextLine()
+        let elapsed = Double(monotonicNanoseconds() - start)
+        let status = await app.waitForExit()
+        let expected = "\(Self.pythonAppSchemas * Self.pythonAppKeys) stored 0.0"
+        guard status == 0, line == expected else {
+            run.pythonMissing = "the python3-gi app (\(backend)) printed \(line ?? "nothing"), status \(status): "
+                + (await app.standardError())
+            progress("the python3-gi app is not measured: \(run.pythonMissing ?? "")")
+            return nil
+        }
+        return elapsed
     }
 
     /// How many apps read the watched key with each backend.
@@ -301,6 +379,12 @@ struct GSettingsRun: Sendable {
     var getProcessStopped = Samples()
     /// How many of those read something else than the stored value (the schema's default).
     var getProcessStoppedWrong = 0
+    /// Backend → a python3-gi app's start to its last read (5 schemas, 50 reads); the module's with the broker
+    /// stopped.
+    var pythonApp: [String: Samples] = [:]
+    var pythonAppStopped = Samples()
+    /// Why the python3-gi app was not measured, or not with every backend.
+    var pythonMissing: String?
     /// Backend (`memory`, `settingsbus`, `dconf`) → the memory of an app that read a schema with it.
     var memory: [String: ProcessMemory] = [:]
     /// Why dconf's GSettings backend was not measured, when dconf-service was.

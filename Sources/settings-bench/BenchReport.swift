@@ -281,6 +281,19 @@ struct BenchReport {
                         ? ", \(run.getProcessStoppedWrong) of \(run.getProcessStopped.count) read the schema's default" : ""),
                 dconf: "—", ratio: ratio(run.getProcessStopped.p50, mine.p50, "running"), target: "p50 ≤ 1.1× running",
                 met: run.getProcessStopped.p50.flatMap { a in mine.p50.map { a <= 1.1 * $0 } }))
+        let python = run.pythonApp["settingsbus"] ?? Samples(), dconfPython = run.pythonApp["dconf"] ?? Samples()
+        rows.append(
+            Row(
+                measure: "GSettings: a python3-gi app, `Gio.Settings.new` of 5 schemas and 50 reads, start to last read, "
+                    + "p50 / p99" + (run.pythonMissing.map { " (\($0))" } ?? ""),
+                settingsBus: Format.percentiles(python), dconf: dconfValue(Format.percentiles(dconfPython)),
+                ratio: ratio(python.p50, dconfPython.p50, "dconf"), target: "p50 ≤ 1.0× dconf's",
+                met: python.p50.flatMap { a in dconfPython.p50.map { a <= $0 } }))
+        rows.append(
+            Row(
+                measure: "… with the broker stopped (`SIGSTOP`), p50 / p99", settingsBus: Format.percentiles(run.pythonAppStopped),
+                dconf: "—", ratio: ratio(run.pythonAppStopped.p50, python.p50, "running"), target: "p50 ≤ 1.1× running",
+                met: run.pythonAppStopped.p50.flatMap { a in python.p50.map { a <= 1.1 * $0 } }))
         let base = run.memory["memory"]
         rows.append(
             Row(

@@ -76,6 +76,45 @@ struct GSettingsViewTests {
         }
     }
 
+    /// With the bus daemon itself stopped (SIGSTOP), `gsettings get` reads the stored value from the view at once:
+    /// the module connects to the bus on its own thread, and before it has, it knows its bus by the GUID in the
+    /// address, else by the socket file the address names. A view whose `complete` names another socket is not
+    /// read: the app waits for its bus (2 s), says so once, and reads the schema's default.
+    @Test func anAppReadsFromTheViewWithTheBusDaemonStopped() async throws {
+        let setup = try await Setup.compiled()
+        defer { setup.remove() }
+        try await withTestBus { bus in
+            let (broker, connection, environment) = try await Self.brokerWithValues(bus, setup)
+            let guid = try #require(connection.serverID)
+            let complete = broker.viewFolder + "/complete"
+            let written = try #require(View1.read(complete).flatMap { View1.Complete($0.message) })
+            #expect(written.bus == guid && !written.socket.isEmpty, "\(written)")
+            try await bus.daemon.pause()
+            defer { bus.daemon.signal(SIGCONT) }
+            for (named, address) in [("its socket file", bus.address), ("its GUID", bus.address + ",guid=" + guid)] {
+                var app = environment
+                app["DBUS_SESSION_BUS_ADDRESS"] = address
+                let get = try await TestProcess.run(
+                    "/usr/bin/gsettings", ["get", "org.example.Editor", "greeting"], environment: app)
+                #expect(get.stdout == "'stored'\n" && get.status == 0, "by \(named): \(get.stdout) \(get.stderr)")
+                #expect(!get.stderr.contains("settingsbus"), "by \(named): \(get.stderr)")
+            }
+            var other = written
+            other.socket = "0:0"
+            try Data(try other.message.marshalled()).write(to: URL(fileURLWithPath: complete))
+            let clock = ContinuousClock()
+            let start = clock.now
+            let get = try await TestProcess.run(
+                "/usr/bin/gsettings", ["get", "org.example.Editor", "greeting"], environment: environment)
+            #expect(clock.now - start >= .seconds(2))
+            #expect(get.stdout == "'hello'\n" && get.status == 0, "\(get.stdout) \(get.stderr)")
+            #expect(get.stderr.contains("the session bus does not answer within 2 s"), "\(get.stderr)")
+            bus.daemon.signal(SIGCONT)
+            await connection.close()
+            #expect(await broker.stop() == 0)
+        }
+    }
+
     /// A view file that cannot be trusted is left for the bus: garbage, a file cut short, another directory's
     /// file, a link, a view that is not complete. The app reads the broker's value each time, with no CRITICAL,
     /// and a view file another process of the user wrote whole is read as it is.
@@ -118,9 +157,9 @@ struct GSettingsViewTests {
                 }),
                 ("a complete of another kind", { try good.write(to: URL(fileURLWithPath: complete)) }),
                 ("the view of a broker on another bus", {
-                    let other = DBusMessage.signal(
-                        path: "/io/github/settingsbus/View1", interface: "io.github.settingsbus.View1", member: "Complete",
-                        body: [.uint64(1), .string(broker.storePath), .string(String(repeating: "0", count: 32))])
+                    let other = View1.Complete(
+                        serial: 1, store: broker.storePath, bus: String(repeating: "0", count: 32), socket: "0:0"
+                    ).message
                     try Data(try other.marshalled()).write(to: URL(fileURLWithPath: complete))
                 }),
             ]

@@ -88,9 +88,9 @@ struct ViewReadingTests {
 
             let complete = folder + "/complete"
             let completeBytes = try Data(contentsOf: URL(fileURLWithPath: complete))
-            let anotherBus = DBusMessage.signal(
-                path: "/io/github/settingsbus/View1", interface: "io.github.settingsbus.View1", member: "Complete",
-                body: [.uint64(1), .string(broker.storePath), .string(String(repeating: "0", count: 32))])
+            let anotherBus = View1.Complete(
+                serial: 1, store: broker.storePath, bus: String(repeating: "0", count: 32), socket: "0:0"
+            ).message
             for (damage, write) in [
                 ("the view of a broker on another bus", { try Data(try anotherBus.marshalled()).write(to: URL(fileURLWithPath: complete)) }),
                 ("a directory's file of garbage", {

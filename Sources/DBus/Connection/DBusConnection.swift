@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 internal import CDBus
+internal import Glibc
 import Synchronization
 
 /// A connection to a D-Bus message bus or peer.
@@ -48,13 +49,19 @@ public final class DBusConnection: Sendable {
     /// made to one address of one bus daemon.
     public let serverID: String?
 
+    /// The identity of the socket file the connection reached, `device:inode` in decimal, when it reached one (a
+    /// `unix:path=` address): what names the bus to a process that has not connected yet (an app's GIO module
+    /// finds its bus's socket in its address). Nil for an abstract socket, TCP or a peer without a file.
+    public let serverSocket: String?
+
     /// The default timeout of a method call, as in libdbus.
     public static let defaultTimeout: Duration = .seconds(25)
 
-    private init(loop: ConnectionLoop, uniqueName: BusName?, serverID: String?) {
+    private init(loop: ConnectionLoop, uniqueName: BusName?, serverID: String?, serverSocket: String?) {
         self.loop = loop
         self.uniqueName = uniqueName
         self.serverID = serverID
+        self.serverSocket = serverSocket
         self.executor = DBusConnectionExecutor(loop: loop)
     }
 
@@ -79,7 +86,7 @@ public final class DBusConnection: Sendable {
             throw DBusError(.invalidArgs, "a D-Bus address must be non-empty and free of NUL characters")
         }
         let loop = try ConnectionLoop()
-        let opened: Result<(BusName?, String?), DBusError> = await handOff { deliver in
+        let opened: Result<(BusName?, String?, String?), DBusError> = await handOff { deliver in
             do throws(DBusError) {
                 try loop.start { loop in
                     deliver(DBusConnection.open(bus, on: loop))
@@ -88,18 +95,19 @@ public final class DBusConnection: Sendable {
                 deliver(.failure(error))
             }
         }
-        let (uniqueName, serverID) = try opened.get()
-        let connection = DBusConnection(loop: loop, uniqueName: uniqueName, serverID: serverID)
+        let (uniqueName, serverID, serverSocket) = try opened.get()
+        let connection = DBusConnection(
+            loop: loop, uniqueName: uniqueName, serverID: serverID, serverSocket: serverSocket)
         loop.enqueue { [weak connection] in $0.owner = connection }
         return connection
     }
 
     /// Opens the libdbus connection on the loop thread.
-    private static func open(_ bus: Bus, on loop: ConnectionLoop) -> Result<(BusName?, String?), DBusError> {
+    private static func open(_ bus: Bus, on loop: ConnectionLoop) -> Result<(BusName?, String?, String?), DBusError> {
         var error = CDBus.DBusError()
         dbus_error_init(&error)
         defer { dbus_error_free(&error) }
-        func failure(_ fallback: String) -> Result<(BusName?, String?), DBusError> {
+        func failure(_ fallback: String) -> Result<(BusName?, String?, String?), DBusError> {
             guard dbus_error_is_set(&error) != 0 else { return .failure(DBusError(.failed, fallback)) }
             return .failure(
                 DBusError(
@@ -129,12 +137,36 @@ public final class DBusConnection: Sendable {
             serverID = String(cString: id)
             dbus_free(id)
         }
+        let serverSocket = socketFileIdentity(of: pointer)
         if case .peer = bus {
             loop.isBusConnection = false
-            return .success((nil, serverID))
+            return .success((nil, serverID, serverSocket))
         }
-        guard let unique = dbus_bus_get_unique_name(pointer) else { return .success((nil, serverID)) }
-        return .success((BusName(trusted: String(cString: unique)), serverID))
+        guard let unique = dbus_bus_get_unique_name(pointer) else { return .success((nil, serverID, serverSocket)) }
+        return .success((BusName(trusted: String(cString: unique)), serverID, serverSocket))
+    }
+
+    /// `device:inode` of the socket file the connection's peer listens on (`getpeername`, then `stat` of the
+    /// path); nil when it listens on none (an abstract socket, TCP).
+    private static func socketFileIdentity(of pointer: OpaquePointer) -> String? {
+        var descriptor: Int32 = -1
+        guard dbus_connection_get_unix_fd(pointer, &descriptor) != 0, descriptor >= 0 else { return nil }
+        var address = sockaddr_un()
+        var length = socklen_t(MemoryLayout<sockaddr_un>.size)
+        let named = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(descriptor, $0, &length) }
+        }
+        let pathOffset = MemoryLayout<sockaddr_un>.offset(of: \.sun_path) ?? 2
+        guard named == 0, address.sun_family == sa_family_t(AF_UNIX), Int(length) > pathOffset + 1 else { return nil }
+        let path = withUnsafeBytes(of: &address.sun_path) { bytes -> String? in
+            // An abstract socket's name begins with a NUL byte; a path ends at its NUL or at the length given.
+            let used = bytes.prefix(Int(length) - pathOffset)
+            guard let first = used.first, first != 0 else { return nil }
+            return String(decoding: used.prefix(while: { $0 != 0 }), as: UTF8.self)
+        }
+        var status = stat()
+        guard let path, stat(path, &status) == 0, status.st_mode & S_IFMT == S_IFSOCK else { return nil }
+        return "\(status.st_dev):\(status.st_ino)"
     }
 
     /// Closes the connection and waits for its thread to finish.

@@ -104,30 +104,33 @@ package enum View1 {
         return directory
     }
 
-    /// `complete`: `(t serial, s store, s bus)`, the bus the broker serves named by the GUID authentication
-    /// gives (`DBusConnection.serverID`).
+    /// `complete`: `(t serial, s store, s bus, s socket)`, the bus the broker serves named by the GUID
+    /// authentication gives (`DBusConnection.serverID`), and by the identity of its socket file, `device:inode`
+    /// (`DBusConnection.serverSocket`; empty when it has none), which an app that has not connected yet finds
+    /// from its bus's address.
     package struct Complete: Sendable, Equatable {
         package var serial: UInt64
         package var store: String
         package var bus: String
+        package var socket: String
 
-        package init(serial: UInt64, store: String, bus: String) {
-            (self.serial, self.store, self.bus) = (serial, store, bus)
+        package init(serial: UInt64, store: String, bus: String, socket: String) {
+            (self.serial, self.store, self.bus, self.socket) = (serial, store, bus, socket)
         }
 
         /// Reads a `Complete` message; nil for any other.
         package init?(_ message: DBusMessage) {
-            guard message.member?.rawValue == "Complete", message.signature.text == "tss",
+            guard message.member?.rawValue == "Complete", message.signature.text == "tsss",
                 case .uint64(let serial) = message.body[0], case .string(let store) = message.body[1],
-                case .string(let bus) = message.body[2]
+                case .string(let bus) = message.body[2], case .string(let socket) = message.body[3]
             else { return nil }
-            self.init(serial: serial, store: store, bus: bus)
+            self.init(serial: serial, store: store, bus: bus, socket: socket)
         }
 
         package var message: DBusMessage {
             DBusMessage.signal(
                 path: objectPath, interface: interface, member: "Complete",
-                body: [.uint64(serial), .string(store), .string(bus)])
+                body: [.uint64(serial), .string(store), .string(bus), .string(socket)])
         }
     }
 
