@@ -3,6 +3,7 @@
 import DBus
 import Foundation
 import SettingsBusTesting
+import SettingsModel
 import Testing
 
 /// A damaged store file is never replaced silently: the broker moves it aside under a dated name, logs an
@@ -195,6 +196,15 @@ struct StoreRecoveryTests {
             #expect(status["damaged-file"] == nil)
             #expect(status["serial"] == .uint64(serial))
             try await Self.expectAllKeys(calls)
+            // And: the view apps read (decision 0037) is written again from the restored store.
+            try await broker.waitForTheView()
+            let last = Self.key(Self.keyCount - 1)
+            let directory = String(last[...last.lastIndex(of: "/")!])
+            let file = try #require(View1.read(broker.viewFolder + "/" + View1.fileName(of: directory)))
+            let held = try #require(View1.Directory(file.message))
+            #expect(held.serial == serial)
+            #expect(held.user.count == (0..<Self.keyCount).filter { Self.key($0).hasPrefix(directory) }.count)
+            #expect(held.user[last] == .int32(Int32(Self.keyCount - 1)))
             await connection.close()
             #expect(await broker.stop() == 0)
         }

@@ -2,7 +2,7 @@
 
 import DBus
 import Foundation
-import SettingsBus
+@testable import SettingsBus
 import SettingsBusTesting
 import SettingsModel
 import Testing
@@ -30,6 +30,13 @@ struct SyncAcrossMachinesTests {
 
             // Then: B's watcher gets it, and B's bus carries one Changed whose origin names A.
             #expect(try await values.next(timeLimit: .seconds(30)) == "dark")
+            // And: B's view holds it, so an app of B's that does not watch it reads it there, with no message.
+            let reader = BusSettingsStore(bus: .address(b.bus.address), viewFolder: b.broker.viewFolder)
+            _ = try await reader.uniqueName()
+            let sent = await reader.sentMessageCount()
+            #expect(try await reader.get(SettingKey<String>("/sync/theme", default: "light")) == "dark")
+            #expect(await reader.sentMessageCount() == sent)
+            await reader.close()
             let changed = try await monitor.line(where: { $0.contains(".Changed") }, timeLimit: .seconds(30))
             #expect(changed.line.contains("/sync/theme") && changed.line.contains("'sync:alpha'"), "\(changed.line)")
             // A second write shows that no other Changed came for the first.
