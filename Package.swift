@@ -307,14 +307,21 @@ let package = Package(
             path: "Tests/LoadClient",
             swiftSettings: swiftSettings
         ),
+        // The test bundle's share of the machine: how many suites run at once (Tests/TestMachine).
+        .target(
+            name: "TestMachine",
+            path: "Tests/TestMachine",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "SettingsBusTests",
-            dependencies: ["SettingsBus", "SettingsModel", "DBus", "SettingsBusTesting", "ThemeSettings"],
+            dependencies: ["TestMachine", "SettingsBus", "SettingsModel", "DBus", "SettingsBusTesting", "ThemeSettings"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "SettingsBusConfigurationTests",
             dependencies: [
+                "TestMachine",
                 "SettingsBusConfiguration",
                 "SettingsBus",
                 "DBus",
@@ -326,42 +333,42 @@ let package = Package(
         ),
         .testTarget(
             name: "DBusTests",
-            dependencies: ["DBus", "SettingsBusTesting"],
+            dependencies: ["TestMachine", "DBus", "SettingsBusTesting"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "SettingsModelTests",
-            dependencies: ["SettingsModel", "DBus", "SettingsBusTesting"],
+            dependencies: ["TestMachine", "SettingsModel", "DBus", "SettingsBusTesting"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "SettingsCtlTests",
-            dependencies: ["SettingsBus", "SettingsModel", "DBus", "SettingsBusTesting"],
+            dependencies: ["TestMachine", "SettingsBus", "SettingsModel", "DBus", "SettingsBusTesting"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "GSettingsBackendTests",
-            dependencies: ["SettingsBus", "SettingsModel", "DBus", "SettingsBusTesting"],
+            dependencies: ["TestMachine", "SettingsBus", "SettingsModel", "DBus", "SettingsBusTesting"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "SettingsBrokerTests",
-            dependencies: ["SettingsBroker", "SettingsModel", "SyncProtocol", "DBus", "SettingsBusTesting"],
+            dependencies: ["TestMachine", "SettingsBroker", "SettingsModel", "SyncProtocol", "DBus", "SettingsBusTesting"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "SyncTests",
-            dependencies: ["SettingsBus", "SettingsModel", "SettingsSync", "SyncProtocol", "DBus", "SettingsBusTesting"],
+            dependencies: ["TestMachine", "SettingsBus", "SettingsModel", "SettingsSync", "SyncProtocol", "DBus", "SettingsBusTesting"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "FuzzTests",
-            dependencies: ["FuzzChecks", "DBus", "SettingsModel"],
+            dependencies: ["TestMachine", "FuzzChecks", "DBus", "SettingsModel"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "ReliabilityTests",
-            dependencies: ["SettingsBroker", "SettingsModel", "DBus", "SettingsBusTesting"],
+            dependencies: ["TestMachine", "SettingsBroker", "SettingsModel", "DBus", "SettingsBusTesting"],
             swiftSettings: swiftSettings
         ),
     ]

@@ -65,6 +65,39 @@ public final class TestBroker: Sendable {
         }
     }
 
+    /// Waits (30 s at most) until the broker is done with what it starts in the background once it has its name:
+    /// its view is complete, and its first backup is made (`Status`'s `backup-time`). A test that takes a baseline
+    /// of the process (its descriptors, its memory) takes it then.
+    public func waitUntilSettled() async throws {
+        try await waitForTheView()
+        let connection = try await bus.connect()
+        do {
+            try await Self.waitForTheFirstBackup(connection)
+        } catch {
+            await connection.close()
+            throw error
+        }
+        await connection.close()
+    }
+
+    private static func waitForTheFirstBackup(_ connection: DBusConnection) async throws {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while true {
+            let reply = try await connection.settings("Status")
+            var status: [String: DBusValue] = [:]
+            if case .dictionary(_, _, let entries)? = reply.first {
+                for entry in entries {
+                    if case .string(let key) = entry.key, case .variant(let value) = entry.value { status[key] = value }
+                }
+            }
+            if status["backup-time"] != nil { return }
+            guard ContinuousClock.now < deadline else {
+                throw TestProcess.Failure(description: "settings-broker made no backup within 30 s: \(status)")
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
     /// The folder of the view the broker publishes: the one the test gave with `--view`, else
     /// ``viewFolder(of:)`` of its store.
     public var viewFolder: String {

@@ -3,10 +3,11 @@
 @testable import DBus
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// A task that prefers a connection's executor runs on the connection's thread: its stream gets each signal
 /// there, it can await calls on the same connection, and it still runs once the connection has ended.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(1)))
 struct ConnectionExecutorTests {
     /// Two connections, and the receiver's stream of `org.example.Count1.Tick` signals from the sender.
     static func ticking(

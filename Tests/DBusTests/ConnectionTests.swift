@@ -4,9 +4,10 @@ import DBus
 import Foundation
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// Calls, timeouts, cancellation and concurrency against a real `dbus-daemon`.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct ConnectionTests {
     @Test func callsTheBusDaemon() async throws {
         try await withTestBus { bus in

@@ -3,9 +3,10 @@
 @testable import DBus
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// Methods with a deferred handler that answer from work run after dispatch (the broker's small commits).
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(1)))
 struct DeferredMethodTests {
     /// The calls waiting for the next batch, and what each batch was.
     struct Batches {

@@ -7,9 +7,10 @@ import FoundationXML
 #endif
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// An object exported through the binding, called by real peers: `dbus-send`, `gdbus` and python3-dbus.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct ExportedObjectTests {
     /// A bus with the echo object exported at `/org/example/Echo` by its own connection.
     struct Served {

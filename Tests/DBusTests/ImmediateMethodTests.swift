@@ -3,9 +3,10 @@
 import DBus
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// Methods with an immediate handler, answered on the connection's thread (the broker's `Get`).
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(1)))
 struct ImmediateMethodTests {
     /// `org.example.Now1`: `Echo(v) → v` and `Refuse()`, both immediate, recording whether a task ran them.
     static func interface(ranInTask: Locked<[Bool]>) -> DBusInterface {

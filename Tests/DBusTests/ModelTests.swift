@@ -2,9 +2,10 @@
 
 import DBus
 import Testing
+import TestMachine
 
 /// The value, signature and name model, with no bus: what parses, what validates, and what is refused.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct ModelTests {
     static func repeated(_ text: String, _ count: Int) -> String { String(repeating: text, count: count) }
 

@@ -3,9 +3,10 @@
 import DBus
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// Requesting and releasing well-known names, with every reply code, and the owner changes the bus announces.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct NameTests {
     static let name: BusName = "org.example.Name"
 

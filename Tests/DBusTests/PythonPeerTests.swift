@@ -3,10 +3,11 @@
 import DBus
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// The binding calls an object exported by a python3-dbus script (`Tests/Peers/echo_service.py`) and receives
 /// its signals.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct PythonPeerTests {
     static let name: BusName = "org.example.Py"
     static let path: ObjectPath = "/org/example/Py"

@@ -4,10 +4,11 @@
 import Glibc
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// Handlers that ask who calls (`DBusMethodCall.SenderUnixUserNeeded`) and are run again with the caller's
 /// Unix user, which the connection looks up once per unique name and forgets when the name leaves.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(1)))
 struct SenderUnixUserTests {
     /// What the handlers saw: the user of each run (nil for a first run), and whether a task ran it.
     struct Runs {

@@ -3,10 +3,11 @@
 import DBus
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// Signal streams receive exactly what their match rule selects, from binding and tool peers, and a rule
 /// naming a well-known sender rejects forged signals.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct SignalTests {
     static let interface: InterfaceName = "org.example.Sig1"
 

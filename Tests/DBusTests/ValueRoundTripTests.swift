@@ -3,10 +3,11 @@
 import DBus
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// Every D-Bus type survives a round trip through the bus: with gdbus as the peer, between two binding
 /// connections, and for a few hundred random values.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct ValueRoundTripTests {
     /// A value in GVariant text as `g_variant_print` writes it (with type annotations), and the value the
     /// binding must decode from it.

@@ -2,10 +2,11 @@
 
 import DBus
 import Testing
+import TestMachine
 
 /// A connection reads the messages it receives from their bytes (`WireMessage`), not through libdbus's
 /// accessors and iterator: both readers must give the same messages, for every type, in either byte order.
-@Suite struct WireMessageTests {
+@Suite(.sharingTheMachine) struct WireMessageTests {
     /// A marshalled message read both ways: the two must be equal.
     static func readBothWays(_ bytes: [UInt8]) throws -> (iterator: DBusMessage, wire: DBusMessage) {
         (try DBusMessage(marshalled: bytes), try DBusMessage(marshalled: bytes, readingFromWire: true))

@@ -3,11 +3,12 @@
 import DBus
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// A connection writes messages of two arguments or more in the wire format and has libdbus read them back
 /// (`WireWriter`), instead of appending them through libdbus's iterator: both ways must give the same
 /// message, header and body, byte for byte in the body.
-@Suite struct WireWriterTests {
+@Suite(.sharingTheMachine) struct WireWriterTests {
     /// The message built both ways: libdbus reads back equal messages, with equal bodies.
     static func expectBuiltAlike(_ message: DBusMessage, _ comment: Comment? = nil) throws {
         let written = try message.marshalled(writingToWire: true)

@@ -4,10 +4,11 @@ import DBus
 import Foundation
 import FuzzChecks
 import Testing
+import TestMachine
 
 /// Every seed in `Fuzz/corpus` and every input that once broke a check, kept in `Fuzz/regressions`, runs
 /// through its check on each test run, in a normal build.
-@Suite struct CorpusReplayTests {
+@Suite(.sharingTheMachine) struct CorpusReplayTests {
     static let fuzzFolder = URL(filePath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("Fuzz")

@@ -2,9 +2,10 @@
 
 import DBus
 import Testing
+import TestMachine
 
 /// `DBusMessage(marshalled:)` and `marshalled()`, which the dbus-value fuzz check drives with arbitrary bytes.
-@Suite struct WireFormatTests {
+@Suite(.sharingTheMachine) struct WireFormatTests {
     @Test func aMessageMarshalsAndReadsBackTheSame() throws {
         var call = DBusMessage.methodCall(
             destination: "io.github.settingsbus.Settings1", path: "/io/github/settingsbus/Settings1",

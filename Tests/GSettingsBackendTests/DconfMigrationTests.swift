@@ -6,13 +6,14 @@ import SettingsBus
 import SettingsBusTesting
 import SettingsModel
 import Testing
+import TestMachine
 
 /// The move from dconf of docs/gsettings.md ("Moving from dconf, and back"), with every key of the GSettings
 /// schemas Debian ships (`gsettings-desktop-schemas`) and a schema of the types GNOME's keys do not use:
 /// a real dconf database (`dconf-service` activated on a private bus, its files in a temporary folder), the
 /// documented commands run as written, a real broker with those schemas, and every key read back by
 /// `gsettings` through dconf and through the `settingsbus` module.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(5)))
 struct DconfMigrationTests {
     static let dconf = "/usr/bin/dconf"
     static let dconfService = "/usr/libexec/dconf-service"

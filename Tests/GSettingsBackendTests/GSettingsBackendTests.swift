@@ -6,11 +6,12 @@ import SettingsBus
 import SettingsBusTesting
 import SettingsModel
 import Testing
+import TestMachine
 
 /// The GSettings backend `settingsbus` (the GIO module `libsettingsbus-gio.so`) with real peers: `gsettings`,
 /// python3-gi's `Gio.Settings`, `gdbus` and a Swift app, against a real broker on a private bus, with a schema
 /// compiled by `glib-compile-schemas` in a temporary folder.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.aloneOnTheMachine, .timeLimit(.minutes(2)))
 struct GSettingsBackendTests {
     static let schema = """
         <schemalist>

@@ -6,12 +6,13 @@ import SettingsBus
 import SettingsBusTesting
 import SettingsModel
 import Testing
+import TestMachine
 
 /// What GSettings decides itself stays GSettings': a key nobody set reads GSettings' own default (here a desktop's
 /// override group, which the broker, serving every desktop, does not apply) with `g_settings_get_user_value()`
 /// NULL, also after another process resets it; and the broker holds flags, `as` choices and aliases as GSettings
 /// does, for every writer.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct GSettingsDefaultsTests {
     static let look = """
         <schemalist>

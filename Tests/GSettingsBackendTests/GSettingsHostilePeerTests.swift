@@ -6,11 +6,12 @@ import SettingsBus
 import SettingsBusTesting
 import SettingsModel
 import Testing
+import TestMachine
 
 /// The GSettings backend against peers that do not behave: a rogue owner of the broker's name that answers with
 /// what GLib would refuse, a monitor that answers an app's write before the broker, a broker that does not
 /// answer, a broker restarted on an older store. Python3-gi apps and `gsettings` on a private bus.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.aloneOnTheMachine, .timeLimit(.minutes(3)))
 struct GSettingsHostilePeerTests {
     typealias Setup = GSettingsBackendTests.Setup
 

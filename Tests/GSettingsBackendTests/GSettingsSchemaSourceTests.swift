@@ -6,11 +6,12 @@ import SettingsBus
 import SettingsBusTesting
 import SettingsModel
 import Testing
+import TestMachine
 
 /// The broker reads GNOME's GSettings schema sources (`glib-2.0/schemas/*.gschema.xml` beside its schema folder
 /// `settingsbus/schemas` in an XDG data folder) and holds every writer to them: `gdbus`, `dbus-send`, a Swift
 /// app and GSettings apps through the `settingsbus` module.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct GSettingsSchemaSourceTests {
     static let shapes = """
         <?xml version="1.0" encoding="UTF-8"?>

@@ -5,11 +5,12 @@ import Foundation
 import SettingsBusTesting
 import SettingsModel
 import Testing
+import TestMachine
 
 /// GSettings apps read a directory first from the view the broker publishes (decision 0037), with no wait for
 /// the broker: `gsettings` and python3-gi apps on a private bus, with the broker running, stopped, and a view
 /// that was damaged or replaced.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(3)))
 struct GSettingsViewTests {
     typealias Setup = GSettingsBackendTests.Setup
 

@@ -4,6 +4,7 @@ import DBus
 import Foundation
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// What running a GNOME app in a test takes.
 enum GnomeDesktop {
@@ -31,6 +32,7 @@ struct DesktopFailure: Error, CustomStringConvertible {
 /// `settingsctl load`; and it starts and draws its window with the broker stopped. The pictures are kept in
 /// `.build/gnome-text-editor/` (PNG).
 @Suite(
+    .aloneOnTheMachine,
     .timeLimit(.minutes(3)),
     .enabled(if: GnomeDesktop.missing == nil, "\(GnomeDesktop.missing ?? "")"))
 struct GnomeTextEditorTests {

@@ -4,10 +4,11 @@ import Foundation
 @testable import SettingsBroker
 import SettingsModel
 import Testing
+import TestMachine
 
 /// The rules a sandboxed app is confined by, without a bus: how `/.flatpak-info` names an app, how an app id
 /// maps to its subtree, and the shared keys' files. `SandboxedAppTests` runs them against real sandboxes.
-@Suite struct AppConfinementTests {
+@Suite(.sharingTheMachine) struct AppConfinementTests {
     @Test func anApplicationInfoNamesItsAppAndARuntimeOrAMissingNameProvesNone() throws {
         let app = FlatpakInfo.appID(in: "[Application]\nname=org.example.Editor\nruntime=runtime/x/1\n\n[Instance]\nx=1\n")
         #expect(try app.get() == "org.example.Editor")

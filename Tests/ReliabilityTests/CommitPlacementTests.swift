@@ -6,11 +6,12 @@ import Foundation
 import SettingsBusTesting
 import SettingsModel
 import Testing
+import TestMachine
 
 /// Where a commit runs: a small one where the D-Bus export puts it (on the connection's thread, after the calls
 /// read so far are dispatched), a large one, or one that would wait for a lock another program holds, on the
 /// store's commit queue. Another program holding the store's write lock holds back writes, never reads.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(1)))
 struct CommitPlacementTests {
     /// Takes the store's write lock with python3's sqlite3, prints `locked`, and keeps it until its standard
     /// input is closed.

@@ -5,9 +5,10 @@ import DBus
 import SettingsBusTesting
 import SettingsModel
 import Testing
+import TestMachine
 
 /// What a commit reports for its `Changed` signal, in this process (no bus), against a real store file.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(1)))
 struct CommittedChangeTests {
     @Test func valuesAreInKeyOrderAlsoWhenARegistrationAddsAKey() async throws {
         let directory = try StoreDirectory()

@@ -4,12 +4,13 @@ import DBus
 import Foundation
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// The broker is killed with SIGKILL at random moments while python3-dbus writers set keys as fast as they
 /// can, and while it copies its backup (every 50 ms here). After every restart each acknowledged write is
 /// there with its value, the store opened without repair, the backup is a sound store, and the serial did
 /// not go back.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct CrashRecoveryTests {
     static let rounds = 40
     /// Backups as often as commits allow, so that kills also land in the middle of one.

@@ -3,11 +3,12 @@
 @testable import SettingsBroker
 import Synchronization
 import Testing
+import TestMachine
 
 /// The rules ``PeerIdentities`` keeps callers by, with a prover that records what it is asked and answers as told
 /// (`SandboxedAppTests` runs the real proof in real sandboxes): what bounds a caller's appearance, and what a full
 /// table does.
-@Suite struct PeerIdentitiesTests {
+@Suite(.sharingTheMachine) struct PeerIdentitiesTests {
     /// A prover that answers `answer` and records the bound it was given for each pid.
     final class Prover: Sendable {
         let asked = Mutex<[UInt32: UInt64]>([:])

@@ -4,10 +4,11 @@ import DBus
 import Foundation
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// A store that cannot be written keeps the broker up: it serves what it could read, read-only, refuses
 /// writes with `StoreFailure`, and says why in `Status`. A full disk fails writes while reads go on.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct ReadOnlyStoreTests {
     static let storeFailure = "io.github.settingsbus.Settings1.Error.StoreFailure"
 

@@ -6,10 +6,11 @@ import Foundation
 import SettingsBusTesting
 import SettingsModel
 import Testing
+import TestMachine
 
 /// The store's durability setting, its backup schedule, and opening a store in states the broker tests do
 /// not reach, all in this process (no bus).
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(1)))
 struct StoreBackupTests {
     /// Starts the backups of a store, with each event delivered to a mailbox.
     static func startBackups(_ store: DurableStore, interval: Duration) async -> Mailbox<StoreBackup.Event> {

@@ -6,10 +6,11 @@ import Foundation
 import SettingsBusTesting
 import SettingsModel
 import Testing
+import TestMachine
 
 /// A store of format 2, written before the history existed, opens: its values are kept, it gets the history's
 /// tables (format 3), and commits from then on are recorded.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(1)))
 struct StoreHistoryFormatTests {
     @Test func aFormatTwoStoreOpensAndRecordsHistoryFromThenOn() async throws {
         let directory = try StoreDirectory()

@@ -4,10 +4,11 @@ import DBus
 import Foundation
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// One store, one owner: two brokers racing on a new store, two brokers on two buses, a store removed or
 /// replaced under a running broker, and a store under a missing home folder.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct StoreOwnershipTests {
     static let storeFailure = "io.github.settingsbus.Settings1.Error.StoreFailure"
 

@@ -5,11 +5,12 @@ import Foundation
 import SettingsBusTesting
 import SettingsModel
 import Testing
+import TestMachine
 
 /// A damaged store file is never replaced silently: the broker moves it aside under a dated name, logs an
 /// error naming the files, restores the last good backup (or starts empty), reports it in `Status`, and
 /// serves on, so it never exits into a restart loop.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct StoreRecoveryTests {
     /// The ways a store file is found damaged.
     enum Damage: String, CaseIterable, Sendable, CustomStringConvertible {

@@ -6,10 +6,11 @@ import Foundation
 import SettingsBusTesting
 import SettingsModel
 import Testing
+import TestMachine
 
 /// Where the store keeps its serial (format 2), and the write-ahead log file made at open, in this process
 /// (no bus), against real store files.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(3)))
 struct StoreSerialAndLogTests {
     static func reset(_ store: DurableStore, _ key: String) async throws -> UInt64 {
         try await WritePath(store: store).apply(Changeset(resets: [.key(try SettingPath(key))], origin: "test"))

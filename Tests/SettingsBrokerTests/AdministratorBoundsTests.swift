@@ -5,11 +5,12 @@ import Foundation
 import SettingsBusTesting
 import SettingsModel
 import Testing
+import TestMachine
 
 /// The administrator's folder as a boundary: files too large, too many or too broken are refused by name with
 /// short problems; folders and files other users can write are not read; changes beside the folder are not
 /// read as changes of it.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct AdministratorBoundsTests {
     typealias AdminFolder = AdministratorTests.AdminFolder
 

@@ -5,10 +5,11 @@ import Foundation
 import SettingsBusTesting
 import SettingsModel
 import Testing
+import TestMachine
 
 /// The administrator's layer: defaults and locks from `--admin-dir`, enforced by the broker for every peer,
 /// applied while it runs, and shown by `Describe` and `Status`.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct AdministratorTests {
     /// A folder with the administrator's two subfolders.
     struct AdminFolder {

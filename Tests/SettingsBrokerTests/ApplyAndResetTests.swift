@@ -4,10 +4,11 @@ import DBus
 import Foundation
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// `Apply` stores all of a changeset or none of it, and its compare-and-set refuses a stale serial; `Reset` of
 /// a directory removes everything below it in one commit.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct ApplyAndResetTests {
     /// Subscribes to every `Changed` signal of the broker.
     static func changes(on connection: DBusConnection) async throws -> Collector<DBusMessage> {
@@ -107,6 +108,9 @@ struct ApplyAndResetTests {
         try await withTestBus { bus in
             let broker = try await TestBroker.start(on: bus)
             let connection = try await bus.connect()
+            // Watched from the start: a write is answered before its Changed leaves, so a watch made after the
+            // last answer could still see that write's Changed first.
+            let changes = try await Self.changes(on: connection)
             // Given: keys at several depths under /rr/, a registered key with a user value, and a neighbour
             // whose name starts the same way.
             _ = try await connection.settings(
@@ -114,7 +118,7 @@ struct ApplyAndResetTests {
             for (key, value) in [("/rr/a", 1), ("/rr/b/c", 2), ("/rr/b/d/e", 3), ("/rr/registered", 4), ("/rrx/keep", 5)] {
                 _ = try await connection.settings("Set", [.string(key), .variant(.int32(Int32(value)))])
             }
-            let changes = try await Self.changes(on: connection)
+            while try await changes.next().body.first != .string("/rrx/keep") {}
 
             // When: dbus-send resets the directory.
             let reset = try await Peers.dbusSend(bus, "Reset", ["string:/rr/"])

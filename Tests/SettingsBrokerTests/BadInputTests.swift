@@ -4,12 +4,13 @@ import DBus
 import Foundation
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// Malformed calls from `dbus-send`, `gdbus` and python3-dbus each get their documented error and a message,
 /// and the broker stays up, in the same process, with its store and serial unchanged.
 ///
 /// The table is the contract for bad input: each row names the error a client gets.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct BadInputTests {
     /// How a bad call is made.
     enum Call: Sendable {

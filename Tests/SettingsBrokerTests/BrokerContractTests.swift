@@ -5,10 +5,11 @@ import Foundation
 import SettingsBusTesting
 import SettingsModel
 import Testing
+import TestMachine
 
 /// The broker's D-Bus contract, exercised with peers that are not ours (`dbus-send`, `gdbus`, `dbus-monitor`)
 /// on a private bus with the real `settings-broker`.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct BrokerContractTests {
     /// The `<interface name="io.github.settingsbus.Settings1">` element of an XML text, trimmed per line.
     static func interfaceElement(_ xml: String) -> [String] {

@@ -4,9 +4,10 @@ import DBus
 import Foundation
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// No acknowledged write is lost when the broker is killed at random moments while writers run.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(3)))
 struct CrashSafetyTests {
     static let rounds = 20
     static let writers = 3

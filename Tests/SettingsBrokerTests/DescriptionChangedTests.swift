@@ -5,10 +5,11 @@ import Foundation
 import SettingsBusTesting
 import SettingsModel
 import Testing
+import TestMachine
 
 /// The `DescriptionChanged` signal: one per commit that registers, replaces or removes a schema, right after
 /// that commit's `Changed`, seen by a binding stream and by `dbus-monitor`, for registrations sent by `gdbus`.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct DescriptionChangedTests {
     @Test func aRegistrationIsAnnouncedAfterItsChangedAndAnIdenticalOneIsNot() async throws {
         try await withTestBus { bus in

@@ -4,12 +4,13 @@ import DBus
 import Foundation
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// `ReadTree`, `List`, `Reset` and compare-and-set on a directory take exactly the keys below it, from the
 /// broker's ordered index of keys: not a neighbour whose name starts the same way (`/a/bc`, `/a/b.`, `/a/b-`,
 /// `/a/b0` beside `/a/b/`), whether a key has a user value, a schema or both, after resets and new writes; and a
 /// directory larger than one piece of a read is still read as of one serial.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(3)))
 struct DirectoryReadTests {
     static func tree(_ connection: DBusConnection, _ directory: String) async throws -> DBusValue? {
         try await connection.settings("ReadTree", [.string(directory)]).first

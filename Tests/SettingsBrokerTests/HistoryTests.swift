@@ -5,10 +5,11 @@ import Foundation
 import SettingsBusTesting
 import SettingsModel
 import Testing
+import TestMachine
 
 /// The broker keeps a bounded history of the commits that changed values: who wrote (the unique name and its
 /// process), when, and each key's old and new user value; none of a secret key. `History` answers it.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(3)))
 struct HistoryTests {
     /// The whole history, or what `request` asks for.
     static func history(
@@ -232,7 +233,7 @@ struct HistoryTests {
 /// The history's tests that write tens of MiB into the store: run on their own by scripts/test, after the
 /// others, so that their writes and reads of large values do not take the CPUs and the disk that timed tests
 /// beside them need.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.aloneOnTheMachine, .timeLimit(.minutes(3)))
 struct LargeHistoryTests {
     @Test func aHistoryLargerThanOneMessageIsAnsweredAPageAtATime() async throws {
         try await withTestBus { bus in

@@ -4,10 +4,11 @@ import DBus
 import Foundation
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// A read whose reply would be larger than a bus delivers is refused with `TooLarge`, instead of getting the
 /// broker disconnected from the bus, and so from every client.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct LargeReadTests {
     /// The system bus's default limit on one message, 32 MiB; the test bus config allows far more.
     static let systemBusLimit = "<limit name=\"max_message_size\">33554432</limit>"

@@ -4,10 +4,11 @@ import DBus
 import Foundation
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// How the broker starts and stops: restarts keep the store, D-Bus activation starts it on the first call,
 /// SIGTERM loses no acknowledged write, and a second broker on a bus is refused.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct LifecycleTests {
     @Test func valuesAndSchemasSurviveARestart() async throws {
         try await withTestBus { bus in

@@ -3,10 +3,11 @@
 import Foundation
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// The broker's log lines: journald's priority prefixes (`<2>`) only when standard error is the stream that
 /// `JOURNAL_STREAM` names, plain `settings-broker: critical: …` anywhere else.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(1)))
 struct LogFormatTests {
     /// What makes the broker log a critical line and exit 1 before it touches a bus or a store.
     static let unknownReader = ["--secret-readers", "no-such-user-here"]

@@ -5,10 +5,11 @@ import Foundation
 import SettingsBusTesting
 import SettingsModel
 import Testing
+import TestMachine
 
 /// A key registered without a default (`Register` option `no-default`, from `gdbus`): no value until one is set,
 /// its type still enforced, described without a default, and kept so across a restart.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct NoDefaultTests {
     static let unknownKey = "io.github.settingsbus.Settings1.Error.UnknownKey"
     static let typeMismatch = "io.github.settingsbus.Settings1.Error.TypeMismatch"

@@ -5,11 +5,12 @@ import Foundation
 import SettingsBusTesting
 import SettingsModel
 import Testing
+import TestMachine
 
 /// The view of the user's values the broker publishes (`--view`, decision 0037): one file per
 /// directory, read here as an app reads it, and compared with what the broker serves on the bus (`ReadTreeLayers`
 /// and `Locks`) after every kind of change, each file written before the change's reply.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct PublishedViewTests {
     typealias AdminFolder = AdministratorTests.AdminFolder
 

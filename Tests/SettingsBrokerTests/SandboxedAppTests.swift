@@ -6,6 +6,7 @@ import Glibc
 import SettingsBusTesting
 import SettingsModel
 import Testing
+import TestMachine
 
 /// Sandboxed apps, in sandboxes that Debian's `bubblewrap` builds the way Flatpak does (a pid namespace, a root of
 /// their own, a private `/.flatpak-info`), reaching the real broker on a private bus through `xdg-dbus-proxy` run
@@ -13,7 +14,7 @@ import Testing
 ///
 /// The tests run one at a time: the pid-reuse test sets the kernel's next pid, which another of them starting
 /// processes would take.
-@Suite(.serialized, .timeLimit(.minutes(3)))
+@Suite(.sharingTheMachine, .serialized, .timeLimit(.minutes(3)))
 struct SandboxedAppTests {
     static let sandboxedName = SettingsBusNames.sandboxedBusName.rawValue
     static let mainName = SettingsBusNames.busName.rawValue

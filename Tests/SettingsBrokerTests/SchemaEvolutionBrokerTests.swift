@@ -5,10 +5,11 @@ import Foundation
 import SettingsBusTesting
 import SettingsModel
 import Testing
+import TestMachine
 
 /// A key registered again by a new version of an app, from `gdbus`: compatible changes accepted, incompatible
 /// ones refused naming the field unless replaced, and values of a narrower type converted without loss.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct SchemaEvolutionBrokerTests {
     static let conflict = "io.github.settingsbus.Settings1.Error.SchemaConflict"
 

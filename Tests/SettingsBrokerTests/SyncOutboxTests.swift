@@ -7,11 +7,12 @@ import SettingsBusTesting
 import SettingsModel
 import SyncProtocol
 import Testing
+import TestMachine
 
 /// The store's side of sync: with sync on, a commit queues the writes of synced keys in the same transaction,
 /// never those of secret or machine-local keys nor of keys outside the synced directories; remote changes are
 /// recorded, not queued; with sync off nothing is queued; an old store opens and gains the tables.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct SyncOutboxTests {
     static func key(_ text: String) throws -> SettingPath { try SettingPath(text) }
 

@@ -5,11 +5,12 @@ import Foundation
 import SettingsBusTesting
 import SettingsModel
 import Testing
+import TestMachine
 
 /// `Unregister`, from `gdbus` and `dbus-send`: the schema goes, the stored value stays (and is served as it
 /// is) unless `remove-value` is set, watchers hear of it by `Changed` and `DescriptionChanged`, and the removal
 /// outlives a restart.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct UnregisterTests {
     static let unknownKey = "io.github.settingsbus.Settings1.Error.UnknownKey"
     static let invalidValue = "io.github.settingsbus.Settings1.Error.InvalidValue"

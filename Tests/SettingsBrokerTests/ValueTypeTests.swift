@@ -4,10 +4,11 @@ import DBus
 import Foundation
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// Every D-Bus type the broker carries is set with `dbus-send` (basic types) or `gdbus` (every type) and read
 /// back with `gdbus`, `dbus-send` and the binding, unchanged, also after a restart.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct ValueTypeTests {
     /// How a case's value is sent: a `dbus-send` argument, or `gdbus` GVariant text.
     enum Setter: Sendable {

@@ -5,10 +5,11 @@ import Foundation
 import SettingsBusTesting
 import SettingsModel
 import Testing
+import TestMachine
 
 /// Schema files that apps install: read at start, followed while the broker runs, a broken one skipped and
 /// reported, a removed one's schemas kept.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct VendorSchemaTests {
     /// Writes a file as a package manager does: to a temporary name, then renamed into place.
     static func install(_ text: String, as name: String, in directory: URL) throws {

@@ -4,10 +4,11 @@ import DBus
 import Foundation
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// One connection's writes take effect in the order it sent them, whatever their kind: `Apply` and `Register`
 /// are staged in line with `Set`, `SetFromString`, `Reset` and `Unregister`, not overtaken by them.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(3)))
 struct WriteOrderTests {
     @Test func mixedPipelinedWritesOfEveryKindTakeEffectInTheOrderSentAndNoSecretIsBroadcast() async throws {
         try await withTestBus { bus in

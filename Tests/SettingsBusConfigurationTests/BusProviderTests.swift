@@ -8,10 +8,11 @@ import SettingsBusConfiguration
 import SettingsBusTesting
 import Testing
 import SettingsModel
+import TestMachine
 
 /// The provider with the real broker on a private bus, read through a `ConfigReader` next to
 /// swift-configuration's own providers, and written by other processes.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(3)))
 struct BusProviderTests {
     static let directory = try! SettingDirectory("/org/example/")
 

@@ -6,12 +6,13 @@ import Foundation
 import SettingsBus
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// The samples of the module's DocC catalog (Sources/SettingsBusConfiguration/Documentation.docc) and of the
 /// documentation comments are compiled (DocumentationSnippets.swift), and run on a private bus with the real
 /// broker. A Package.swift fragment (a block that starts with `dependencies:`) is evaluated as a manifest by
 /// SettingsCtlTests' ManifestTests instead.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct DocumentationTests {
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()

@@ -8,6 +8,7 @@ import SettingsBusConfiguration
 import SettingsBusTesting
 import Testing
 import SettingsModel
+import TestMachine
 
 /// The values of swift-configuration's provider compatibility test, as settings below a directory.
 enum CompatValues {
@@ -51,7 +52,7 @@ enum CompatValues {
 }
 
 /// The mapping of keys and the conversion of values, on an in-memory store.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(1)))
 struct MappingTests {
     static let directory = try! SettingDirectory("/org/example/")
 

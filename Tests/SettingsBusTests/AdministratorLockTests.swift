@@ -4,10 +4,11 @@ import Foundation
 import SettingsBus
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// What an app sees of the administrator's locks: a description stream that says the moment a key becomes
 /// locked or unlocked, and writes refused with NotWritable.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct AdministratorLockTests {
     @Test func aKeyLockedWhileTheAppRunsIsReportedNotWritableAndRefusesWrites() async throws {
         let admin = FileManager.default.temporaryDirectory.appendingPathComponent("settingsbus-admin-\(UUID())")

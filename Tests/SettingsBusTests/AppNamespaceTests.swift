@@ -2,12 +2,13 @@
 
 import Foundation
 import Testing
+import TestMachine
 
 /// The names `import SettingsBus` brings into an app's code: the client library's public top-level
 /// declarations and what it re-exports. A new one fails this test until it is added to the list on purpose:
 /// an app's namespace holds the names apps use, at most fifteen, and everything else is `package`, nested, or
 /// in a module an app does not import (SettingsModel, DBus).
-@Suite struct AppNamespaceTests {
+@Suite(.sharingTheMachine) struct AppNamespaceTests {
     /// Every name an app sees, on purpose.
     static let names: Set<String> = [
         "BusSettingsStore", "InMemorySettingsStore", "SettingsStore", "SettingKey", "SettingValue",

@@ -7,10 +7,11 @@ import SettingsBus
 import SettingsBusTesting
 import Testing
 import SettingsModel
+import TestMachine
 
 /// The bus-backed store against a stand-in broker whose signals the test controls, and against the real
 /// broker for activation, reconnection and D-Bus tools.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct BusStoreTests {
     static let key: SettingPath = try! SettingPath("/test/stale/name")
 

@@ -4,9 +4,10 @@ import Foundation
 import Glibc
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// The test kit's children: they get only the descriptors meant for them, and no wait for one lasts for good.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(1)))
 struct ChildProcessTests {
     /// A pipe made without close-on-exec (as Foundation's `Pipe` makes them) by one test, while another test
     /// starts a long-lived child: the child must not hold the pipe's write end, or the first test's reader

@@ -4,9 +4,10 @@ import DBus
 import SettingsBus
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// The shared conformance suite, run against both stores.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct ConformanceTests {
     @Test(arguments: SettingsStoreConformance.checks)
     func inMemoryStoreConforms(_ check: SettingsStoreConformance.Check) async throws {

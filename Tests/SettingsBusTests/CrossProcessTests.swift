@@ -6,10 +6,11 @@ import SettingsBus
 import SettingsBusTesting
 import Testing
 import ThemeSettings
+import TestMachine
 
 /// Values written by one process reach the streams of others: the examples, `dbus-send` and the client
 /// library, on a private bus with the real broker.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(3)))
 struct CrossProcessTests {
     /// A temporary directory for a store that outlives one broker process.
     static func storeDirectory() throws -> URL {

@@ -6,6 +6,7 @@
 import DBus
 import SettingsBus
 import Testing
+import TestMachine
 
 /// A value with a representation of its own: a `(ii)` structure.
 private struct WindowSize: SettingValue, Hashable {
@@ -36,7 +37,7 @@ extension SettingKey {
     }
 }
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(1)))
 struct CustomRepresentationTests {
     @Test func aRepresentationOfTheAppsOwnIsRegisteredWithItsTypeAndRoundTrips() async throws {
         let store: any SettingsStore = InMemorySettingsStore()

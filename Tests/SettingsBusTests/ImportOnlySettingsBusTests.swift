@@ -8,6 +8,7 @@
 import Foundation
 import SettingsBus
 import Testing
+import TestMachine
 
 /// A record stored as `a{sv}`, as an app writes one.
 private struct WindowSize: Codable, SettingValue, Hashable {
@@ -25,7 +26,7 @@ extension SettingKey {
     fileprivate static var accent: SettingKey<Accent> { .init("/org/example/app/accent", default: .blue) }
 }
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(1)))
 struct ImportOnlySettingsBusTests {
     @MainActor @Test func anAppThatImportsOnlySettingsBusUsesItsKeysStoresStreamsAndTransactions() async throws {
         // A store on a bus is made without connecting.

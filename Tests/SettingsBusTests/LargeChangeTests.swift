@@ -6,10 +6,11 @@ import SettingsBus
 import SettingsBusTesting
 import Testing
 import SettingsModel
+import TestMachine
 
 /// A commit whose new values would not fit in one signal: the broker announces it without values, stays on
 /// the bus, and watchers read what changed.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(3)))
 struct LargeChangeTests {
     static let directory = try! SettingDirectory("/test/large/")
     /// Half of the keys are under `a/`, half under `b/`: a watcher of `a/` reads 18 MB, within one reply.

@@ -5,10 +5,11 @@ import Foundation
 import SettingsBus
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// Many client processes at once: no failed call, no lost change, and a broker whose memory and open files
 /// stay flat.
-@Suite(.timeLimit(.minutes(4)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(4)))
 struct LoadTests {
     /// 50 client processes; `SETTINGSBUS_LOAD_CLIENTS` lowers it where each process is many times slower
     /// (`scripts/sanitize` runs 10 under the sanitizers).
@@ -29,6 +30,9 @@ struct LoadTests {
         try await withTestBus { bus in
             let broker = try await TestBroker.start(on: bus)
             let store = BusSettingsStore(bus: .address(bus.address))
+            // The baseline once the broker has done what it starts in the background (its view, its first
+            // backup), which opens descriptors of its own.
+            try await broker.waitUntilSettled()
             let before = try Self.footprint(of: broker.pid)
 
             // Given: 50 client processes, each watching every key and mixing reads, writes and short watches.

@@ -5,10 +5,11 @@ import Foundation
 import SettingsBus
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// Moving a value from a retired key to a new one: once, atomically, the same in memory and over the bus, and
 /// with several processes of an app starting at once.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct MigrationTests {
     static let old = try! SettingPath("/test/migrate/font-size")
     static let new = SettingKey("/test/migrate/text-size", default: 11.0)

@@ -3,11 +3,12 @@
 import Foundation
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// The worked example of `examples/notes/`: version 1 and version 2 of an app's settings, side by side on one
 /// broker: a choice added, a range widened, a key added and a renamed key's value moved, while version 1 still
 /// watches, reads and writes.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(3)))
 struct NotesExampleTests {
     @Test func version2EvolvesTheSettingsWhileVersion1KeepsWorking() async throws {
         try await withTestBus { bus in

@@ -5,10 +5,11 @@ import Foundation
 import SettingsBus
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// On a bus configured like the system bus, with the shipped policy, secret values go only to root, the
 /// broker's own user and the users of `--secret-readers`; plain keys stay readable by everyone.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct SecretReadersTests {
     static let token = SettingKey("/test/secret-readers/token", default: "", isSecret: true)
     static let motd = SettingKey("/test/secret-readers/motd", default: "")

@@ -6,9 +6,10 @@ import SettingsBus
 import SettingsBusTesting
 import Testing
 import SettingsModel
+import TestMachine
 
 /// The trust model: secret values stay out of signals, and the system-bus policy lets only root write.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct SecurityTests {
     @Test func aSecretValueIsNeverBroadcastYetWatchersFollowIt() async throws {
         try await withTestBus { bus in

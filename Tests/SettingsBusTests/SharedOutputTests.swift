@@ -2,10 +2,11 @@
 
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// `SharedOutput`, which the benchmark reads its subscribers through: the lines of many processes on one
 /// pipe, a wait for a count of matching lines, and the processes ended by their pids.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(1)))
 struct SharedOutputTests {
     static let shell = "/bin/sh"
 

@@ -5,10 +5,11 @@ import Observation
 import SettingsBus
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// What a UI sees at start-up: preloaded keys start with their stored values, and a store with no broker says
 /// so and gives defaults instead of waiting silently.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct StartUpTests {
     static let theme = SettingKey("/org/example/app/theme", default: "light")
     static let fontSize = SettingKey("/org/example/app/font-size", default: 11)

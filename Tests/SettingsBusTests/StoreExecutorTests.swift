@@ -4,10 +4,11 @@
 @testable import SettingsBus
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// `values(for:)` consumed in a task that prefers the store's executor: each change reaches it on the thread
 /// of the store's connection, from the first value on.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(3)))
 struct StoreExecutorTests {
     @Test func aStreamConsumedOnTheStoresExecutorFollowsChangesOnItsConnectionsThread() async throws {
         try await withTestBus { bus in

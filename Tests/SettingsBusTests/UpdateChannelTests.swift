@@ -5,9 +5,10 @@ import SettingsModel
 import Testing
 
 @testable import SettingsBus
+import TestMachine
 
 /// The stream between a watch and its consumer: what it keeps, in which order, and how it ends.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(1)))
 struct UpdateChannelTests {
     static func update(_ serial: UInt64) -> SettingsUpdate {
         SettingsUpdate(kind: .change, values: [:], removed: [], serial: serial, origin: nil)

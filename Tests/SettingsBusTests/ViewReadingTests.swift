@@ -6,12 +6,13 @@ import Foundation
 import SettingsBusTesting
 import SettingsModel
 import Testing
+import TestMachine
 
 /// A Swift app reads keys it does not watch from the view the broker publishes (decision 0037): no bus message,
 /// so with the broker stopped as with it running; its own writes and those of other processes are read at once
 /// after they are answered; a secret key, keys of several directories, a view of another bus or one that cannot be
 /// trusted go to the bus.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct ViewReadingTests {
     static func set(_ store: BusSettingsStore, _ values: [(SettingPath, DBusValue)]) async throws {
         var transaction = SettingsTransaction()

@@ -5,10 +5,11 @@ import SettingsModel
 import Testing
 
 @testable import SettingsBus
+import TestMachine
 
 /// The state of one watch and its transitions, without a bus: which signals are recorded at once, which wait
 /// for the watch's task, which are dropped, and what the subscribers are told.
-@Suite struct WatchStateTests {
+@Suite(.sharingTheMachine) struct WatchStateTests {
     static let theme = try! SettingPath("/org/example/theme")
     static let size = try! SettingPath("/org/example/size")
     static let other = try! SettingPath("/org/other/key")

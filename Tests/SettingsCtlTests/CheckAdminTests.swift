@@ -3,10 +3,11 @@
 import Foundation
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// `settingsctl check-admin DIR`: a folder of administrator files checked before deployment, every problem
 /// named with its file and line, and each default against the registered schema.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct CheckAdminTests {
     static func folder(_ files: [String: String]) throws -> URL {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("settingsctl-admin-\(UUID())")

@@ -3,10 +3,11 @@
 import Foundation
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// `settingsctl check`: a schema file checked alone, against its previous version, and against a broker,
 /// with the exit statuses a package build relies on.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct CheckTests {
     static let v1 = """
         [/org/example/dxapp/]

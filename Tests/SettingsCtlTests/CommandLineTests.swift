@@ -3,10 +3,11 @@
 import SettingsBusTesting
 import SettingsModel
 import Testing
+import TestMachine
 
 /// What every executable of the package agrees on: `--version` prints the one version, and a usage error
 /// exits 2 with the usage on standard error.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(1)))
 struct CommandLineTests {
     static let executables = ["settingsctl", "settings-broker", "settings-bench"]
 

@@ -3,10 +3,11 @@
 import Foundation
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// The shell completion `settingsctl --generate-completion-script` writes, run by a real bash as it runs on
 /// a Tab: key paths come from the broker.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct CompletionTests {
     /// What bash offers for the command line `line` (a Tab at its end), with the completion script loaded.
     static func complete(_ line: String, on bus: TestBus) async throws -> [String] {

@@ -5,13 +5,14 @@ import Foundation
 import SettingsBus
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// `dconf dump / | settingsctl load /` loads a real dconf database unchanged, types included.
 ///
 /// dconf runs against a private database: `HOME`, `XDG_CONFIG_HOME` and `XDG_RUNTIME_DIR` point into a
 /// temporary directory, `DCONF_PROFILE` names a profile with only that user database, and `dconf-service` is
 /// started by D-Bus activation on the test bus (whose daemon has the same environment), never the user's.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct DconfImportTests {
     static let dconf = "/usr/bin/dconf"
     static let dconfService = "/usr/libexec/dconf-service"

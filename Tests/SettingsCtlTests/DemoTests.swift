@@ -3,11 +3,12 @@
 import Foundation
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// `scripts/demo`, the first command of the README's quick start, works on a bus of its own and never on the one
 /// that `DBUS_SESSION_BUS_ADDRESS` names, where the user's own broker and settings are. (Its second command,
 /// `scripts/test`, is the command that runs this test: CI runs it, .ci/run.)
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(3)))
 struct DemoTests {
     @Test func theDemoRunsOnItsOwnBusAndWritesNothingToTheSessionBusBroker() async throws {
         try await withTestBus { bus in

@@ -3,10 +3,11 @@
 import Foundation
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// Every code block of the README and of the DocC catalogs is compiled or run by a test, and the manual pages
 /// in docs/man say what the executables' own `--help` says.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct DocumentationBlockTests {
     /// The files that compile the Swift samples, each sample's lines in order.
     static let snippetFiles = [
@@ -114,7 +115,7 @@ struct DocumentationBlockTests {
 
 /// Every Package.swift fragment of the README and the DocC catalogs is evaluated as an app's manifest that
 /// depends on this package, by `swift package dump-package`, and names products and traits the package has.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct ManifestTests {
     @Test func everyPackageFragmentIsAManifestOfThisPackagesProductsAndTraits() async throws {
         let fragments = try DocumentationBlocks.checkedFiles().flatMap { try DocumentationBlocks.blocks(in: $0) }

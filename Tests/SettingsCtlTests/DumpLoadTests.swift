@@ -3,9 +3,10 @@
 import Foundation
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// `settingsctl dump` and `load`: the keyfile format of `dconf dump`, loaded in one atomic commit.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct DumpLoadTests {
     /// Values of many types, as `settingsctl set` takes them.
     static let values: [(String, String)] = [

@@ -3,10 +3,11 @@
 import Foundation
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// The settings editor (`settings-editor`, `settingsctl edit`): its page driven in headless Chromium against a
 /// real broker on a private bus (`Tests/Browser/editor_browser.py`), its refusals, and its lifecycle.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.aloneOnTheMachine, .timeLimit(.minutes(5)))
 struct EditorTests {
     /// The keys the browser test works on: one of each editor, a secret, a locked key, and a key elsewhere.
     static let schema = """

@@ -5,10 +5,11 @@ import Foundation
 import SettingsBusTesting
 import SettingsModel
 import Testing
+import TestMachine
 
 /// `settingsctl log` prints the broker's history of commits, and `settingsctl undo` restores what one commit
 /// changed, as a new commit, unless a key changed since.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(3)))
 struct HistoryCommandTests {
     @Test func logPrintsEachChangeAsATableAndAsJSON() async throws {
         try await withTestBus { bus in
@@ -110,7 +111,7 @@ struct HistoryCommandTests {
 
 /// `settingsctl log` and `undo` over a history larger than one message: run on their own by scripts/test (see
 /// `LargeHistoryTests`).
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.aloneOnTheMachine, .timeLimit(.minutes(3)))
 struct LargeHistoryCommandTests {
     @Test func logAndUndoWorkOnAHistoryLargerThanOneMessage() async throws {
         try await withTestBus { bus in

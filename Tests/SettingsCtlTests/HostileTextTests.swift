@@ -3,11 +3,12 @@
 import Foundation
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// Text other processes chose (a schema's summary, description and choices, a writer's process name, a value)
 /// is printed by `settingsctl` for people with every character a terminal acts on made visible; `--json` keeps
 /// it exact, and `dump` stays loadable.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct HostileTextTests {
     /// Hides the rest of the screen.
     static let conceal = "\u{1B}[8m"

@@ -4,6 +4,7 @@ import DBus
 import Foundation
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// `scripts/install` and `scripts/uninstall` under a temporary prefix, and D-Bus activation through the
 /// installed activation file: the README's two install commands, run as written (the install with a
@@ -11,7 +12,7 @@ import Testing
 ///
 /// The install reuses the debug build (`SETTINGSBUS_SKIP_BUILD=1`, `SETTINGSBUS_BIN_DIR`); `HOME` and
 /// `XDG_RUNTIME_DIR` point into the temporary folder so that nothing reaches the user's systemd or files.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct InstallTests {
     static let installedFiles = [
         "bin/settings-broker", "bin/settingsctl", "share/dbus-1/services/io.github.settingsbus.Settings1.service",

@@ -3,10 +3,11 @@
 import Foundation
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// `settingsctl load` reads its input as a stream: input that is not a keyfile is refused at its first wrong
 /// line, at once and in bounded memory, however much of it follows.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.aloneOnTheMachine, .timeLimit(.minutes(3)))
 struct LoadInputTests {
     /// Feeds `settingsctl load` (the rest of the arguments) a stream of garbage through a pipe, then waits for it
     /// and prints, as JSON, its status, standard error, the time it took, its peak resident memory (the

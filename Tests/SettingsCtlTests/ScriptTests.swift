@@ -3,10 +3,11 @@
 import Foundation
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// The recipes in `examples/scripts/`: each runs against the real broker on a private bus (its address in
 /// `DBUS_SESSION_BUS_ADDRESS`, which `--session` and `--user` read), and prints what its README says.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct ScriptTests {
     static let scripts = Ctl.repository.appendingPathComponent("examples/scripts")
 

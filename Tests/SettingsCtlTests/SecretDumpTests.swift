@@ -4,10 +4,11 @@ import DBus
 import Foundation
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// `settingsctl dump` leaves the values of secret keys out unless `--include-secrets`, and `load` keeps such
 /// a key secret where the dump is loaded, so its value never travels in a `Changed` signal.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct SecretDumpTests {
     static let schema = """
         [/test/sec/]

@@ -4,10 +4,11 @@ import DBus
 import Foundation
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// The machine-wide broker as the system unit starts it: `settings-broker --bus system`, no `--store`, on a
 /// private bus configured like the system bus (the shipped policy), with an unprivileged peer.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct SystemBrokerTests {
     @Test func theMachineWideBrokerKeepsItsStoreInTheStateFolderAndOnlyRootWrites() async throws {
         let bus = try await TestBus.startLikeTheSystemBus()

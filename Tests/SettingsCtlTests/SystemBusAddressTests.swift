@@ -4,11 +4,12 @@ import DBus
 import Foundation
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// A broker given a system-type bus by its address (`--bus ADDRESS`), under the shipped system policy and the
 /// system bus's default of no names owned, which lets root own the main name only: the names it may not own (the sandboxed apps' name, the desktop portal's) are
 /// logged and left out, and the broker serves.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct SystemBusAddressTests {
     @Test func aBrokerOnASystemTypeBusGivenByAddressServesWithoutTheNamesItMayNotOwn() async throws {
         // A bus whose default policy is the system bus's (no one owns a name it is not given) with the shipped

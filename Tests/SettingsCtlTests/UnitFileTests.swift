@@ -3,6 +3,7 @@
 import Foundation
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// The systemd tool the tests run.
 private let systemdAnalyze = "/usr/bin/systemd-analyze"
@@ -10,6 +11,7 @@ private let systemdAnalyze = "/usr/bin/systemd-analyze"
 /// The systemd --user unit that `scripts/install` installs: systemd reads it without a complaint, and its
 /// sandboxing keeps `systemd-analyze security`'s exposure level low.
 @Suite(
+    .sharingTheMachine,
     .timeLimit(.minutes(2)),
     .enabled(
         if: FileManager.default.isExecutableFile(atPath: systemdAnalyze),

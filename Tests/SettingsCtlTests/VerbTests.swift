@@ -4,9 +4,10 @@ import DBus
 import Foundation
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// Every verb of `settingsctl`, run as a process against the real broker on a private bus.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct VerbTests {
     @Test func setParsesTextAgainstTheRegisteredTypeAndGetPrintsItAnnotated() async throws {
         try await withTestBus { bus in

@@ -3,9 +3,10 @@
 import Foundation
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// `settingsctl watch` prints the changes that other processes make, as they happen.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(2)))
 struct WatchTests {
     /// Reads the next block the watcher prints: its lines up to the blank line that ends it.
     static func block(_ watcher: RunningProcess) async throws -> [String] {

@@ -6,10 +6,11 @@ import SettingsModel
 @testable import SettingsSync
 import SyncProtocol
 import Testing
+import TestMachine
 
 /// The channel between a broker and its sync process: calls and replies across a socket pair, in pieces or
 /// whole, and a peer that sends what is not a message is cut off.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(1)))
 struct MessageChannelTests {
     /// Two connected ends.
     static func pair() throws -> (MessageChannel, MessageChannel) {

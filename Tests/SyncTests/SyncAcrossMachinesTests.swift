@@ -6,10 +6,12 @@ import Foundation
 import SettingsBusTesting
 import SettingsModel
 import Testing
+import TestMachine
 
 /// Brokers on private buses with their own stores, standing for machines, syncing through a private
 /// PostgreSQL server (docs/sync.md).
 @Suite(
+    .sharingTheMachine,
     .timeLimit(.minutes(5)),
     .enabled(if: TestPostgres.unavailableReason == nil, "\(TestPostgres.unavailableReason ?? "")"))
 struct SyncAcrossMachinesTests {

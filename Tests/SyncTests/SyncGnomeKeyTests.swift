@@ -4,10 +4,12 @@ import DBus
 import Foundation
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// A GNOME key, registered on two machines from the GSettings schemas Debian ships, set with `gsettings`
 /// through the `settingsbus` module on one and read with `gsettings` on the other.
 @Suite(
+    .sharingTheMachine,
     .timeLimit(.minutes(5)),
     .enabled(if: TestPostgres.unavailableReason == nil, "\(TestPostgres.unavailableReason ?? "")"))
 struct SyncGnomeKeyTests {

@@ -9,11 +9,13 @@ import SettingsModel
 @testable import SettingsSync
 import SyncProtocol
 import Testing
+import TestMachine
 
 /// The database is a boundary a broker does not trust: rows written by hand or by a broken machine, and
 /// NOTIFYs from any role that can connect, are refused and listed (`sync-refused`), never a broker that dies,
 /// a key frozen, a cursor stuck or a change lost.
 @Suite(
+    .sharingTheMachine,
     .timeLimit(.minutes(10)),
     .enabled(if: TestPostgres.unavailableReason == nil, "\(TestPostgres.unavailableReason ?? "")"))
 struct SyncHostileDatabaseTests {
@@ -284,6 +286,7 @@ struct SyncHostileDatabaseTests {
 /// A network cut, not a stopped server: the connections go silent. A machine that wrote while cut off is in
 /// step with the others within seconds of the network coming back, not after the 20 s limit of a round trip.
 @Suite(
+    .aloneOnTheMachine,
     .serialized, .timeLimit(.minutes(5)),
     .enabled(if: TestPostgres.unavailableReason == nil, "\(TestPostgres.unavailableReason ?? "")"))
 struct SyncNetworkCutTests {
@@ -365,7 +368,7 @@ private func withGammaBehindAProxy(
 }
 
 /// No error message of sync carries a URL's password.
-@Suite struct SyncPasswordTests {
+@Suite(.sharingTheMachine) struct SyncPasswordTests {
     @Test(arguments: [
         "postgress://me:PW-secret@db.example/settings", "postgres://me:PW-secret@db.example/settings",
         "postgresql://me:PW-secret", "http://me:PW-secret@db.example", "postgres://me@db.example:PW-secret/settings",

@@ -6,10 +6,11 @@ import SettingsBusTesting
 import SettingsModel
 import SyncProtocol
 import Testing
+import TestMachine
 
 /// Sync runs in a process of its own (`settings-sync`): the broker holds the store and never the network;
 /// the sync process holds the database and never the store; and the broker takes nothing from it on trust.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(3)))
 struct SyncProcessTests {
     @Test func theBrokerLoadsNoNetworkOrInternationalisationCodeAndItsSyncProcessEndsWithIt() async throws {
         try await withMachines(["alpha"]) { _, machines in

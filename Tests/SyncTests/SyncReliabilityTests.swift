@@ -6,10 +6,12 @@ import SettingsBus
 import SettingsBusTesting
 import SettingsModel
 import Testing
+import TestMachine
 
 /// Sync when things go wrong: the database away while machines write, a broker killed mid-sync, a clock far
 /// ahead, a large first sync, a machine with values of its own joining, and the way back.
 @Suite(
+    .sharingTheMachine,
     .timeLimit(.minutes(10)),
     .enabled(if: TestPostgres.unavailableReason == nil, "\(TestPostgres.unavailableReason ?? "")"))
 struct SyncReliabilityTests {

@@ -6,11 +6,12 @@ import SettingsBusTesting
 import SettingsModel
 import SyncProtocol
 import Testing
+import TestMachine
 
 /// A broker given `--sync-socket` hands the sync configuration only to a sync process of its own user (or
 /// root), at a socket no other user can have put there: another user's listener, or a socket in a folder
 /// others can write, gets nothing, and `Status` says why.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(3)))
 struct SyncSocketTests {
     /// A listener that stands for another user's process at the broker's socket. It sends the sync process's
     /// first call (`Hello`), as a sync process does, and prints what it gets: `received <n> bytes` for each

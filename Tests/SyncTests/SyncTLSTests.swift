@@ -5,11 +5,13 @@ import SettingsBusTesting
 @testable import SettingsSync
 import SyncProtocol
 import Testing
+import TestMachine
 
 /// Sync over TLS with the server's certificate checked (`sslmode=verify-full`, `verify-ca`), against the
 /// certificate authority a URL names with `sslrootcert` or the system's: a private PostgreSQL server whose
 /// certificate is signed by a certificate authority made for it and names `localhost` alone.
 @Suite(
+    .sharingTheMachine,
     .timeLimit(.minutes(5)),
     .enabled(if: TestPostgres.unavailableReason == nil, "\(TestPostgres.unavailableReason ?? "")"))
 struct SyncTLSTests {
@@ -94,7 +96,7 @@ struct SyncTLSTests {
 }
 
 /// `DatabaseAddress` reads `sslmode` and `sslrootcert`, and names an `sslrootcert` file it cannot use.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(1)))
 struct SyncURLTLSTests {
     @Test func anSslrootcertThatCannotBeUsedIsAnErrorNamingTheFile() throws {
         let folder = try storeFolder()

@@ -6,10 +6,11 @@ import SettingsBusTesting
 import SettingsModel
 import SyncProtocol
 import Testing
+import TestMachine
 
 /// The sync process's work never holds up a local write: a `Take` of a queue of large values is read in
 /// slices, between which local commits go on, and calls left on a channel that closed are dropped.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(5)))
 struct SyncTakeTests {
     /// The longest a local `Set` may take, round trip on a private bus and commit included, while the sync
     /// process takes: the time of one slice of the queue (about 1 MiB of values) and a commit, with room for a

@@ -3,11 +3,12 @@
 import Foundation
 import SettingsBusTesting
 import Testing
+import TestMachine
 
 /// The test kit's private PostgreSQL server: it starts in a temporary folder (as an unprivileged user when the
 /// tests run as root), answers `psql`, accepts the broker's role with its password over loopback, and is
 /// ended by its pid.
-@Suite(.timeLimit(.minutes(3)), .enabled(if: TestPostgres.unavailableReason == nil, "\(TestPostgres.unavailableReason ?? "")"))
+@Suite(.sharingTheMachine, .timeLimit(.minutes(3)), .enabled(if: TestPostgres.unavailableReason == nil, "\(TestPostgres.unavailableReason ?? "")"))
 struct TestPostgresTests {
     @Test func aPrivateServerAnswersPsqlAndIsEndedByItsPid() async throws {
         let postgres = try await TestPostgres.start()
