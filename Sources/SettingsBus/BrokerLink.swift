@@ -22,12 +22,18 @@ final class BrokerLink: Sendable {
     let timeout: Duration
     /// Whether the broker is reached, as the calls find it (``ConnectionStatus``).
     let status = StatusBoard()
+    /// Called with each connection once it is open, before the call that opened it goes on.
+    private let opened: @Sendable (DBusConnection) -> Void
     private let state = Locked<Connection>(.none)
 
-    init(bus: BusSettingsStore.Bus, busName: BusName, timeout: Duration) {
+    init(
+        bus: BusSettingsStore.Bus, busName: BusName, timeout: Duration,
+        opened: @escaping @Sendable (DBusConnection) -> Void = { _ in }
+    ) {
         self.bus = bus
         self.busName = busName
         self.timeout = timeout
+        self.opened = opened
     }
 
     /// The open connection, if there is one; nothing is opened.
@@ -48,7 +54,12 @@ final class BrokerLink: Sendable {
             case .closed: throw SettingsError(.disconnected, "the settings store was closed")
             case .none:
                 let bus = self.bus
-                let task = Task { try await DBusConnection.connect(to: bus.connectionBus) }
+                let opened = self.opened
+                let task = Task {
+                    let connection = try await DBusConnection.connect(to: bus.connectionBus)
+                    opened(connection)
+                    return connection
+                }
                 state = .connecting(task)
                 return state
             }

@@ -21,11 +21,8 @@ public import SettingsModel
 public final class BusSettingsStore: SettingsStore {
     let link: BrokerLink
     let hub: WatchHub
-    /// The reader of the broker's view for the connection it was made for (decision 0037); nil before the first
-    /// read, or when there is no view to read.
-    private let view = Locked<(connection: ObjectIdentifier, reader: PublishedViewReader?)?>(nil)
-    /// The view's folder, when not the default's (tests).
-    let viewFolder: String?
+    /// The readers of the broker's view (decision 0037), one for each connection, made as it opens.
+    private let views: ViewReaders
 
     /// The message bus a store connects to.
     ///
@@ -60,16 +57,18 @@ public final class BusSettingsStore: SettingsStore {
         bus: Bus = .session, busName: BusName = SettingsBusNames.clientBusName,
         timeout: Duration = .seconds(25)
     ) {
-        link = BrokerLink(bus: bus, busName: busName, timeout: timeout)
+        let views = ViewReaders(folder: nil, busName: busName)
+        self.views = views
+        link = BrokerLink(bus: bus, busName: busName, timeout: timeout, opened: views.open)
         hub = WatchHub(link: link)
-        viewFolder = nil
     }
 
     /// Makes a store that reads the broker's view in `viewFolder` (tests of a broker on a bus of their own).
     init(bus: Bus, timeout: Duration = .seconds(25), viewFolder: String) {
-        link = BrokerLink(bus: bus, busName: SettingsBusNames.busName, timeout: timeout)
+        let views = ViewReaders(folder: viewFolder, busName: SettingsBusNames.busName)
+        self.views = views
+        link = BrokerLink(bus: bus, busName: SettingsBusNames.busName, timeout: timeout, opened: views.open)
         hub = WatchHub(link: link)
-        self.viewFolder = viewFolder
     }
 
     deinit {
@@ -118,11 +117,7 @@ public final class BusSettingsStore: SettingsStore {
         guard link.busName == SettingsBusNames.busName else { return nil }
         let connection: DBusConnection
         if let open = link.openConnection { connection = open } else { connection = try await link.connection() }
-        let identity = ObjectIdentifier(connection)
-        if let known = view.withLock({ $0 }), known.connection == identity { return known.reader }
-        let reader = PublishedViewReader(busID: connection.serverID, folder: viewFolder)
-        view.withLock { $0 = (identity, reader) }
-        return reader
+        return views.reader(for: connection)
     }
 
     public func readTree(_ directory: SettingDirectory) async throws(SettingsError) -> SettingsSnapshot {

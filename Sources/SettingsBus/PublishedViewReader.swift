@@ -83,6 +83,11 @@ final class PublishedViewReader: Sendable {
         return SettingsSnapshot(values: values, serial: read.held.serial)
     }
 
+    /// Reads `complete` ahead of the first read.
+    func prepare() {
+        _ = completeSerial()
+    }
+
     /// The serial of `complete` when it is there and names this bus; nil otherwise.
     private func completeSerial() -> UInt64? {
         guard let identity = View1.FileIdentity(path: folder + "/complete") else { return nil }
@@ -99,5 +104,36 @@ final class PublishedViewReader: Sendable {
         guard let (message, identity) = View1.read(path), let held = View1.Directory(message), held.directory == directory
         else { return nil }
         return Directory(identity: identity, held: held, secret: Set(held.secret))
+    }
+}
+
+/// The reader of the broker's view for a store's connection: made when the connection opens, with the view's
+/// `complete` read then, so that the store's first read of a key finds it ready.
+final class ViewReaders: Sendable {
+    /// The view's folder, when not the default's (tests).
+    private let folder: String?
+    /// Whether the store calls the broker's own name: a store that calls the sandboxed apps' name reads no view.
+    private let readsTheView: Bool
+    private let current = Mutex<(connection: ObjectIdentifier, reader: PublishedViewReader?)?>(nil)
+
+    init(folder: String?, busName: BusName) {
+        self.folder = folder
+        readsTheView = busName == SettingsBusNames.busName
+    }
+
+    /// Makes the reader of a connection that has just opened, and reads the view's `complete`.
+    @Sendable func open(_ connection: DBusConnection) {
+        guard readsTheView else { return }
+        reader(for: connection)?.prepare()
+    }
+
+    /// The reader for `connection`, made if need be; nil when there is no view for it.
+    @discardableResult
+    func reader(for connection: DBusConnection) -> PublishedViewReader? {
+        let identity = ObjectIdentifier(connection)
+        if let known = current.withLock({ $0 }), known.connection == identity { return known.reader }
+        let reader = PublishedViewReader(busID: connection.serverID, folder: folder)
+        current.withLock { $0 = (identity, reader) }
+        return reader
     }
 }
