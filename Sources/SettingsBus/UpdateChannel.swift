@@ -90,14 +90,19 @@ final class UpdateChannel: Sendable {
 
     /// Passes an update to the consumer; dropped once the channel has ended.
     func yield(_ update: SettingsUpdate) {
-        let waiter = state.withLock { state -> UnsafeContinuation<Void, Never>? in
+        buffer(update)?.resume()
+    }
+
+    /// Buffers an update and returns the consumer waiting for it, for the caller to resume: a caller handing one
+    /// update to several channels resumes their consumers once every channel holds it.
+    func buffer(_ update: SettingsUpdate) -> UnsafeContinuation<Void, Never>? {
+        state.withLock { state -> UnsafeContinuation<Void, Never>? in
             guard !state.finished else { return nil }
             if let limit, state.pending >= limit { state.dropOldest() }
             state.buffer.append(update)
             defer { state.waiter = nil }
             return state.waiter
         }
-        waiter?.resume()
     }
 
     /// Ends the channel once the consumer has taken what is buffered.

@@ -342,10 +342,13 @@ final class WatchHub: Sendable {
         }
     }
 
-    /// Passes an update to every subscriber of a watch; the caller holds the lock.
+    /// Passes an update to every subscriber of a watch, at once: no subscriber's consumer is resumed before
+    /// every subscriber holds the update, so a consumer that has it finds it in the watch's other streams too.
+    /// The caller holds the lock.
     private static func yield(_ update: SettingsUpdate?, to subscribers: [UInt64: UpdateChannel]) {
         guard let update else { return }
-        for subscriber in subscribers.values { subscriber.yield(update) }
+        let waiting = subscribers.values.compactMap { $0.buffer(update) }
+        for consumer in waiting { consumer.resume() }
     }
 
     /// Changes the state of the watch at `location`, if there is one.

@@ -15,6 +15,9 @@ struct CommittedChangeTests {
         defer { directory.remove() }
         let store = try await DurableStore.open(path: directory.store)
         _ = try await StoreCalls.set(store, "/test/order/a", .int32(1))
+        // The writer is answered before its commit queue lets go of the store: the changeset below starts a
+        // commit of its own only once it has.
+        await store.flush()
 
         // When: one changeset sets keys out of order and registers a schema of another type for a stored key,
         // whose effective value becomes the schema's default, and is committed.
