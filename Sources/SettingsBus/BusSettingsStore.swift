@@ -114,7 +114,6 @@ public final class BusSettingsStore: SettingsStore {
     /// The reader of the broker's view for this store's connection (opened if need be); nil when there is none,
     /// or the store calls the sandboxed apps' name (a sandbox has no view).
     private func viewReader() async throws(SettingsError) -> PublishedViewReader? {
-        guard link.busName == SettingsBusNames.busName else { return nil }
         let connection: DBusConnection
         if let open = link.openConnection { connection = open } else { connection = try await link.connection() }
         return views.reader(for: connection)

@@ -123,13 +123,13 @@ final class ViewReaders: Sendable {
 
     /// Makes the reader of a connection that has just opened, and reads the view's `complete`.
     @Sendable func open(_ connection: DBusConnection) {
-        guard readsTheView else { return }
         reader(for: connection)?.prepare()
     }
 
-    /// The reader for `connection`, made if need be; nil when there is no view for it.
-    @discardableResult
+    /// The reader for `connection`, made if need be; nil when there is no view for it, or the store calls the
+    /// sandboxed apps' name (a sandbox has no view).
     func reader(for connection: DBusConnection) -> PublishedViewReader? {
+        guard readsTheView else { return nil }
         let identity = ObjectIdentifier(connection)
         if let known = current.withLock({ $0 }), known.connection == identity { return known.reader }
         let reader = PublishedViewReader(busID: connection.serverID, folder: folder)

@@ -83,13 +83,7 @@ public final class TestBroker: Sendable {
     private static func waitForTheFirstBackup(_ connection: DBusConnection) async throws {
         let deadline = ContinuousClock.now + .seconds(30)
         while true {
-            let reply = try await connection.settings("Status")
-            var status: [String: DBusValue] = [:]
-            if case .dictionary(_, _, let entries)? = reply.first {
-                for entry in entries {
-                    if case .string(let key) = entry.key, case .variant(let value) = entry.value { status[key] = value }
-                }
-            }
+            let status = try Settings1.StatusReply(try await connection.settings("Status")).fields
             if status["backup-time"] != nil { return }
             guard ContinuousClock.now < deadline else {
                 throw TestProcess.Failure(description: "settings-broker made no backup within 30 s: \(status)")
