@@ -22,13 +22,16 @@ struct ApplyAndResetTests {
         try await withTestBus { bus in
             let broker = try await TestBroker.start(on: bus)
             let connection = try await bus.connect()
-            // Given: a key with a range and a value, and a subscriber to every change.
+            // Given: a key with a range and a value, and a subscriber to every change (watching from the start:
+            // a write is answered before its Changed leaves, so a watch made after the last answer could still
+            // see that write's Changed first).
+            let changes = try await Self.changes(on: connection)
             _ = try await connection.settings(
                 "Register",
                 [.string("/ap/level"), .string("i"), .variant(.int32(5)), .stringMap([("range", .structure([.int32(0), .int32(10)]))])])
             _ = try await connection.settings("Set", [.string("/ap/level"), .variant(.int32(6))])
             _ = try await connection.settings("Set", [.string("/ap/old"), .variant(.string("kept"))])
-            let changes = try await Self.changes(on: connection)
+            while try await changes.next().body.first != .string("/ap/old") {}
             let serial = try await connection.brokerSerial()
 
             // When: changesets in which one part is refused, sent with gdbus.
